@@ -1,0 +1,238 @@
+"""Events: facts Sluicegate has recorded, named in the past tense.
+
+Every class here is mirrored 1:1 by ``schemas/avro/<ClassName>.avsc`` (record name = class
+name, namespace ``sluicegate``, one Avro field per dataclass field, in the same order).
+Times are epoch milliseconds UTC (``*_ms``); optional fields default to ``None``.
+
+An event, once released, is never changed incompatibly: new fields get defaults, and
+``tests/unit/test_schema_compat.py`` decodes a fixture written with every released version.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class WorkflowRevised:
+    """A workflow destination (subscription x environment) got a new revision.
+
+    Lives on the compacted ``workflows`` topic keyed by ``subscription/environment``; the
+    newest revision per key is the one new occurrences are admitted under. A run keeps the
+    revision it was admitted with (frozen context).
+    """
+
+    subscription: str
+    environment: str
+    revision: int
+    slots: tuple[str, ...]
+    branch_timeout_ms: int
+    retention_ms: int
+    identity_event_id_field: str | None
+    identity_derived_fields: tuple[str, ...]
+    immutable_fields: tuple[str, ...]
+    validity_source_time: str
+    validity_window_ms: int
+    scope_fields: tuple[str, ...]
+    scope_sequence_field: str | None
+    auth_token_env: str | None
+    auth_hmac_secret_env: str | None
+    definition_digest: str
+    applied_at_ms: int
+
+
+@dataclass(frozen=True)
+class RunAdmitted:
+    """An occurrence was admitted for a destination: the one durable run it gets.
+
+    ``run_id`` is deterministic (admission key + rerun number). ``workflow_revision`` is the
+    frozen context. ``expires_at_ms`` is the absolute deadline from the source time and the
+    validity policy; nothing downstream may extend it.
+    """
+
+    run_id: str
+    admission_key: str
+    delivery_id: str
+    subscription: str
+    environment: str
+    workflow_revision: int
+    source: str
+    event_id: str | None
+    content_digest: str
+    source_time_ms: int
+    expires_at_ms: int
+    validity_source_time: str
+    validity_window_ms: int
+    slots: tuple[str, ...]
+    scope_key: str | None
+    sequence: str | None
+    payload_json: str
+    rerun_number: int
+    rerun_of: str | None
+    rerun_reason: str | None
+    admitted_at_ms: int
+
+
+@dataclass(frozen=True)
+class BranchLaunched:
+    """Branch work for one (run, slot) was queued; written with ``RunAdmitted`` atomically."""
+
+    run_id: str
+    admission_key: str
+    slot: str
+    attempt: int
+    workflow_revision: int
+    expires_at_ms: int
+    timeout_at_ms: int
+    payload_json: str
+    launched_at_ms: int
+
+
+@dataclass(frozen=True)
+class BranchRelaunched:
+    """A slot that did not finish within the branch timeout was queued again, same run."""
+
+    run_id: str
+    admission_key: str
+    slot: str
+    attempt: int
+    workflow_revision: int
+    expires_at_ms: int
+    timeout_at_ms: int
+    payload_json: str
+    reason: str
+    relaunched_at_ms: int
+
+
+@dataclass(frozen=True)
+class BranchStarted:
+    """A branch worker took the task for (run, slot, attempt). Reported by the worker."""
+
+    run_id: str
+    admission_key: str
+    slot: str
+    attempt: int
+    worker: str
+    started_at_ms: int
+
+
+@dataclass(frozen=True)
+class BranchCompleted:
+    """A branch finished with a result. Reported by the worker; idempotent per (run, slot)."""
+
+    run_id: str
+    admission_key: str
+    slot: str
+    attempt: int
+    worker: str
+    result_json: str
+    completed_at_ms: int
+
+
+@dataclass(frozen=True)
+class BranchFailed:
+    """A branch gave up with an error. Reported by the worker; idempotent per (run, slot)."""
+
+    run_id: str
+    admission_key: str
+    slot: str
+    attempt: int
+    worker: str
+    error: str
+    failed_at_ms: int
+
+
+@dataclass(frozen=True)
+class BranchSkipped:
+    """A branch decided not to act (e.g. expired at dequeue). Idempotent per (run, slot)."""
+
+    run_id: str
+    admission_key: str
+    slot: str
+    attempt: int
+    worker: str
+    reason: str
+    skipped_at_ms: int
+
+
+@dataclass(frozen=True)
+class RunStatusChanged:
+    """The run's status moved (pending -> running -> completed | skipped | failed)."""
+
+    run_id: str
+    admission_key: str
+    previous_status: str
+    status: str
+    changed_at_ms: int
+
+
+@dataclass(frozen=True)
+class DeliveryDeduplicated:
+    """A delivery of an already-admitted occurrence; answered with the existing run.
+
+    ``reason`` is the run's state when the copy arrived: ``in_flight`` (pending or running),
+    ``completed``, ``skipped`` or ``failed``.
+    """
+
+    delivery_id: str
+    admission_key: str
+    run_id: str
+    reason: str
+    received_at_ms: int
+    decided_at_ms: int
+
+
+@dataclass(frozen=True)
+class OccurrenceConflict:
+    """Same occurrence identity, different immutable content. The original run is untouched."""
+
+    delivery_id: str
+    admission_key: str
+    run_id: str
+    original_digest: str
+    conflicting_digest: str
+    differing_fields: tuple[str, ...]
+    received_at_ms: int
+    decided_at_ms: int
+
+
+@dataclass(frozen=True)
+class DeliveryRejected:
+    """A delivery that gets no run, with a machine-readable reason.
+
+    Reasons: ``beyond_horizon``, ``unknown_subscription``, ``missing_identity_fields``,
+    ``invalid_field``.
+    """
+
+    delivery_id: str
+    admission_key: str
+    subscription: str
+    environment: str
+    reason: str
+    detail: str
+    received_at_ms: int
+    decided_at_ms: int
+
+
+@dataclass(frozen=True)
+class RerunRejected:
+    """An authorized rerun request that could not be honoured (e.g. unknown run)."""
+
+    request_id: str
+    admission_key: str
+    run_id: str
+    reason: str
+    decided_at_ms: int
+
+
+@dataclass(frozen=True)
+class AdmissionRecordEvicted:
+    """An occurrence's admission record left the processor's state after its horizon.
+
+    Written only once ``source time + retention + margin`` has passed, so any later copy is
+    already beyond the horizon and is rejected rather than admitted again.
+    """
+
+    admission_key: str
+    run_ids: tuple[str, ...]
+    evicted_at_ms: int

@@ -1,0 +1,129 @@
+"""Settings from the environment, with local defaults.
+
+Every component reads its settings through :func:`load_settings`. A wrong value fails fast
+with :class:`SettingsError`, whose message names the environment variable to fix.
+
+librdkafka settings pass through untouched: ``SLUICEGATE_RDKAFKA_SECURITY_PROTOCOL=SASL_SSL``
+becomes ``security.protocol=SASL_SSL`` for every client (underscores become dots, lower-case),
+and ``SLUICEGATE_RDKAFKA_FILE`` may name a ``key=value`` properties file read first.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from sluicegate.errors import SluicegateError
+
+DEFAULT_KAFKA = "127.0.0.1:9092"
+DEFAULT_PG_DSN = "postgresql://sluicegate:sluicegate@127.0.0.1:5432/sluicegate"
+DEFAULT_TOPIC_PREFIX = "sluicegate."
+DEFAULT_HTTP = "127.0.0.1:8080"
+DEFAULT_PARTITIONS = 6
+
+_RDKAFKA_PREFIX = "SLUICEGATE_RDKAFKA_"
+_PREFIX_RE = re.compile(r"^[A-Za-z0-9._-]*$")
+
+
+class SettingsError(SluicegateError):
+    """A setting has a value Sluicegate cannot use; the message names the variable."""
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Resolved settings. ``kafka_extra`` is passed to every librdkafka client."""
+
+    kafka: str = DEFAULT_KAFKA
+    pg_dsn: str = DEFAULT_PG_DSN
+    topic_prefix: str = DEFAULT_TOPIC_PREFIX
+    http_host: str = "127.0.0.1"
+    http_port: int = 8080
+    partitions: int = DEFAULT_PARTITIONS
+    state_dir: Path = Path("var/state")
+    kafka_extra: Mapping[str, str] = field(default_factory=dict)
+
+    def kafka_config(self, **overrides: object) -> dict[str, object]:
+        """A librdkafka configuration: bootstrap, pass-through settings, then overrides."""
+        conf: dict[str, object] = {"bootstrap.servers": self.kafka}
+        conf.update(self.kafka_extra)
+        conf.update(overrides)
+        return conf
+
+    def topic(self, name: str) -> str:
+        """The full name of one of Sluicegate's topics under the configured prefix."""
+        return f"{self.topic_prefix}{name}"
+
+
+def _require_host_port(var: str, value: str) -> tuple[str, int]:
+    host, sep, port = value.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise SettingsError(f"{var}={value!r} is not HOST:PORT (for example {DEFAULT_HTTP})")
+    return host, int(port)
+
+
+def _read_properties(var: str, path: str) -> dict[str, str]:
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as e:
+        raise SettingsError(f"{var}={path!r} cannot be read: {e.strerror}") from e
+    props: dict[str, str] = {}
+    for number, raw in enumerate(text.splitlines(), start=1):
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        key, sep, value = line.partition("=")
+        if not sep or not key.strip():
+            raise SettingsError(f"{var}: line {number} of {path} is not key=value")
+        props[key.strip()] = value.strip()
+    return props
+
+
+def load_settings(env: Mapping[str, str] | None = None) -> Settings:
+    """Read settings from ``env`` (default: the process environment); validate every value."""
+    env = os.environ if env is None else env
+    kafka = env.get("SLUICEGATE_KAFKA", DEFAULT_KAFKA).strip()
+    for server in kafka.split(","):
+        _require_host_port("SLUICEGATE_KAFKA", server.strip())
+
+    pg_dsn = env.get("SLUICEGATE_PG_DSN", DEFAULT_PG_DSN).strip()
+    if not pg_dsn.startswith(("postgresql://", "postgres://")) and "=" not in pg_dsn:
+        raise SettingsError(
+            f"SLUICEGATE_PG_DSN={pg_dsn!r} is neither a postgresql:// URL nor a key=value DSN"
+        )
+
+    prefix = env.get("SLUICEGATE_TOPIC_PREFIX", DEFAULT_TOPIC_PREFIX)
+    if not _PREFIX_RE.match(prefix) or len(prefix) > 100:
+        raise SettingsError(
+            f"SLUICEGATE_TOPIC_PREFIX={prefix!r} may hold only letters, digits, '.', '_', '-'"
+        )
+
+    http_host, http_port = _require_host_port(
+        "SLUICEGATE_HTTP", env.get("SLUICEGATE_HTTP", DEFAULT_HTTP).strip()
+    )
+
+    raw_partitions = env.get("SLUICEGATE_PARTITIONS", str(DEFAULT_PARTITIONS)).strip()
+    if not raw_partitions.isdigit() or not 1 <= int(raw_partitions) <= 1024:
+        raise SettingsError(
+            f"SLUICEGATE_PARTITIONS={raw_partitions!r} must be a whole number from 1 to 1024"
+        )
+
+    extra: dict[str, str] = {}
+    if "SLUICEGATE_RDKAFKA_FILE" in env:
+        extra.update(_read_properties("SLUICEGATE_RDKAFKA_FILE", env["SLUICEGATE_RDKAFKA_FILE"]))
+    for var, value in env.items():
+        if var.startswith(_RDKAFKA_PREFIX) and var != "SLUICEGATE_RDKAFKA_FILE":
+            extra[var[len(_RDKAFKA_PREFIX) :].lower().replace("_", ".")] = value
+
+    return Settings(
+        kafka=kafka,
+        pg_dsn=pg_dsn,
+        topic_prefix=prefix,
+        http_host=http_host,
+        http_port=http_port,
+        partitions=int(raw_partitions),
+        state_dir=Path(env.get("SLUICEGATE_STATE_DIR", "var/state")),
+        kafka_extra=extra,
+    )
