@@ -52,6 +52,11 @@ class Settings:
         conf.update(overrides)
         return conf
 
+    def producer_config(self, **overrides: object) -> dict[str, object]:
+        """A producer configuration: Java-compatible murmur2 partitioning, so any client
+        that keys by admission key lands on the same partition number."""
+        return self.kafka_config(partitioner="murmur2_random", **overrides)
+
     def topic(self, name: str) -> str:
         """The full name of one of Sluicegate's topics under the configured prefix."""
         return f"{self.topic_prefix}{name}"

@@ -48,6 +48,7 @@ TOPICS: tuple[TopicSpec, ...] = (
     TopicSpec("admission-changelog", compacted=True, copartition_group="admission"),
     TopicSpec("runs", retention_ms=30 * DAY_MS, copartition_group="admission"),
     TopicSpec("tasks", retention_ms=14 * DAY_MS, copartition_group="admission"),
+    TopicSpec("dead-letters", partitions=1, retention_ms=30 * DAY_MS),
 )
 
 

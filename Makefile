@@ -1,0 +1,54 @@
+# Sluicegate: `make run` and `make test` work on a bare machine (no Docker needed).
+SHELL := /bin/bash
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV := .venv
+BIN := $(VENV)/bin
+PYTEST_ARGS ?=
+
+.PHONY: run test up down reset install lint typecheck unit integration drills clean
+
+$(BIN)/.installed: pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[dev]'
+	@touch $@
+
+install: $(BIN)/.installed
+
+up: install
+	@bash scripts/kafka/kafka.sh up
+	@bash scripts/pg.sh up
+	@$(BIN)/sluicegate topics ensure
+
+down:
+	@bash scripts/kafka/kafka.sh down
+	@bash scripts/pg.sh down
+
+reset:
+	@bash scripts/kafka/kafka.sh reset
+	@bash scripts/pg.sh reset
+
+run: up
+	@bash scripts/demo.sh
+
+lint: install
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+typecheck: install
+	$(BIN)/mypy
+
+unit: install
+	$(BIN)/python -m pytest -q tests/unit $(PYTEST_ARGS)
+
+integration: up
+	$(BIN)/python -m pytest -q tests/integration $(PYTEST_ARGS)
+
+drills: up
+	$(BIN)/python -m pytest -q tests/drills $(PYTEST_ARGS)
+
+test: up lint typecheck
+	$(BIN)/python -m pytest -q -p no:cacheprovider tests $(PYTEST_ARGS)
+
+clean:
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

@@ -1,0 +1,110 @@
+"""Run admission as a :class:`StreamApp`: the core in ``streams.core.admission`` on the engine.
+
+Inputs (co-partitioned, keyed by admission key): ``deliveries`` (``AdmitDelivery``,
+``AuthorizeRerun``) and ``branch-results`` (the workers' ``Branch*`` reports). Outputs:
+``tasks`` gets ``BranchLaunched``/``BranchRelaunched`` (the branch workers' queue); ``runs``
+gets every other event, including each *accepted* branch report once, so that downstream
+readers count a (run, slot) result once however often a worker repeated it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from schemas.codec import decode, encode
+from schemas.commands import AdmitDelivery, AuthorizeRerun
+from schemas.events import (
+    BranchCompleted,
+    BranchFailed,
+    BranchLaunched,
+    BranchRelaunched,
+    BranchSkipped,
+    BranchStarted,
+    WorkflowRevised,
+)
+from sluicegate.config import Settings
+from streams.core import admission
+from streams.core.admission import Admit, CheckTimers, OccurrenceState, RecordBranchReport, Rerun
+from streams.core.state_codec import decode_state, encode_state
+from schemas.errors import SchemaError
+from streams.engine.app import InputError, Route
+from streams.workflow_table import WorkflowTable
+
+_REPORTS = (BranchStarted, BranchCompleted, BranchFailed, BranchSkipped)
+_TASKS = (BranchLaunched, BranchRelaunched)
+
+
+class AdmissionApp:
+    """Adapter from Kafka records to admission commands; holds the workflow table."""
+
+    name = "admission"
+
+    def __init__(self, settings: Settings, workflows: WorkflowTable) -> None:
+        self.input_topics = (settings.topic("deliveries"), settings.topic("branch-results"))
+        self.changelog_topic = settings.topic("admission-changelog")
+        self._runs = settings.topic("runs")
+        self._tasks = settings.topic("tasks")
+        self._workflows = workflows
+
+    def decode_input(self, data: bytes) -> object:
+        try:
+            return decode(data)
+        except SchemaError as e:
+            raise InputError(str(e)) from e
+
+    def encode_event(self, event: admission.Event) -> bytes:
+        return encode(event)
+
+    def prepare(self, records: Sequence[object], now_ms: int) -> None:
+        # A workflow applied a moment before its first delivery may not be in the table yet:
+        # catch up once per batch, before the transaction opens, rather than reject it.
+        for record in records:
+            if isinstance(record, AdmitDelivery | AuthorizeRerun):
+                destination = self._destination(record)
+                if destination is not None and self._workflows.get(*destination) is None:
+                    self._workflows.catch_up()
+                    return
+
+    def _destination(self, record: AdmitDelivery | AuthorizeRerun) -> tuple[str, str] | None:
+        if isinstance(record, AdmitDelivery):
+            return record.subscription, record.environment
+        subscription, _, rest = record.admission_key.partition("/")
+        environment = rest.partition("/")[0]
+        return (subscription, environment) if subscription and environment else None
+
+    def _workflow(self, record: AdmitDelivery | AuthorizeRerun) -> WorkflowRevised | None:
+        destination = self._destination(record)
+        return None if destination is None else self._workflows.get(*destination)
+
+    def to_command(self, record: object) -> admission.Command | None:
+        if isinstance(record, AdmitDelivery):
+            return Admit(record, self._workflow(record))
+        if isinstance(record, AuthorizeRerun):
+            return Rerun(record, self._workflow(record))
+        if isinstance(record, _REPORTS):
+            return RecordBranchReport(record)
+        return None
+
+    def timer_command(self) -> admission.Command:
+        return CheckTimers()
+
+    def decide(
+        self, state: OccurrenceState | None, command: admission.Command, now_ms: int
+    ) -> Sequence[admission.Event]:
+        return admission.decide(state, command, now_ms)
+
+    def evolve(self, state: OccurrenceState | None, event: admission.Event) -> OccurrenceState | None:
+        return admission.evolve(state, event)
+
+    def next_due_ms(self, state: OccurrenceState) -> int | None:
+        return admission.next_due_ms(state)
+
+    def route(self, event: admission.Event) -> Route | None:
+        key = event.admission_key
+        return Route(self._tasks if isinstance(event, _TASKS) else self._runs, key)
+
+    def encode_state(self, state: OccurrenceState) -> bytes:
+        return encode_state(state)
+
+    def decode_state(self, data: bytes) -> OccurrenceState:
+        return decode_state(data)

@@ -1,0 +1,73 @@
+"""What the engine runs: a pure decide/evolve pair, plus how its records travel.
+
+The engine knows nothing about admission (or any other job). An application gives it the
+input topics (co-partitioned: one state per partition number), turns a decoded input record
+into a core command, and says where each resulting event goes. Everything that decides is
+the application's pure core; everything that moves bytes is the engine.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Generic, Protocol, TypeVar
+
+class InputError(Exception):
+    """An input record the app cannot read; the engine moves it to the dead-letter topic."""
+
+
+S = TypeVar("S")
+C = TypeVar("C")
+E = TypeVar("E")
+
+
+@dataclass(frozen=True)
+class Route:
+    """Where an event is produced: a full topic name and a message key."""
+
+    topic: str
+    key: str
+
+
+class StreamApp(Protocol, Generic[S, C, E]):
+    """An application the engine can run exactly once.
+
+    Contract: ``decide`` and ``evolve`` are pure and deterministic given ``now``; the engine
+    folds every event ``decide`` returns through ``evolve`` before the next command of the
+    same key, produces it to ``route(event)`` (``None``: state only), and commits the events,
+    the state change and the input offset in one Kafka transaction.
+    """
+
+    name: str
+    input_topics: Sequence[str]
+    changelog_topic: str
+
+    def decode_input(self, data: bytes) -> object:
+        """Decode an input record's value; raise ``InputError`` (to dead-letter it) if it is bad."""
+
+    def encode_event(self, event: E) -> bytes: ...
+
+    def prepare(self, records: Sequence[object], now_ms: int) -> None:
+        """Called once per batch before the transaction opens (e.g. refresh lookup tables).
+
+        May block (it runs outside the transaction); must not produce anything.
+        """
+
+    def to_command(self, record: object) -> C | None:
+        """The core command for a decoded input record; ``None`` skips the record."""
+
+    def timer_command(self) -> C:
+        """The command sent to a key whose timer is due."""
+
+    def decide(self, state: S | None, command: C, now_ms: int) -> Sequence[E]: ...
+
+    def evolve(self, state: S | None, event: E) -> S | None: ...
+
+    def next_due_ms(self, state: S) -> int | None:
+        """When this state next needs ``timer_command``; ``None`` for never."""
+
+    def route(self, event: E) -> Route | None: ...
+
+    def encode_state(self, state: S) -> bytes: ...
+
+    def decode_state(self, data: bytes) -> S: ...

@@ -1,0 +1,33 @@
+"""The exception root of the ``streams`` package (engine and Kafka adapters).
+
+Driver errors (``confluent_kafka.KafkaException``) are translated here with ``raise ... from e``
+so that callers see what happened in Sluicegate's terms. Only :class:`KafkaUnavailable` is
+transient and worth retrying; :class:`ProcessorFenced` and :class:`FatalKafkaError` stop
+the instance.
+"""
+
+from __future__ import annotations
+
+
+class StreamsError(Exception):
+    """Base of every error the streams package raises on purpose."""
+
+
+class KafkaUnavailable(StreamsError):
+    """Kafka did not answer in time. Transient: retry, or check that the broker is up."""
+
+
+class FatalKafkaError(StreamsError):
+    """librdkafka reported a fatal error; the instance must stop. Restart it to recover."""
+
+
+class ProcessorFenced(StreamsError):
+    """Another instance took over this instance's transactional id or partitions.
+
+    The instance stops without writing anything more; this is the zombie protection working.
+    Start it again only if no other instance with the same ``--instance-id`` is running.
+    """
+
+
+class StateRestoreError(StreamsError):
+    """A partition's state could not be restored from its changelog; processing must not start."""

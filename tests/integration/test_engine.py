@@ -1,0 +1,238 @@
+"""The exactly-once engine on the real broker, with a toy application.
+
+The toy app admits each record id once per key (a miniature of run admission) and fires a
+timer per key: enough to see exactly-once output, state restore and timers, without the
+admission core.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import threading
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+import pytest
+from confluent_kafka import Producer
+
+from sluicegate.config import Settings
+from streams.engine.app import InputError, Route
+from streams.engine.processor import Processor
+from streams.errors import ProcessorFenced
+from tests.kafka_helpers import create_topics, read_topic, unique_settings, wait_until
+
+pytestmark = pytest.mark.integration
+
+
+@dataclass(frozen=True)
+class ToyState:
+    seen: tuple[str, ...]
+    due_ms: int | None
+
+
+@dataclass(frozen=True)
+class Admitted:
+    key: str
+    record_id: str
+    at_ms: int
+
+
+@dataclass(frozen=True)
+class Ticked:
+    key: str
+    at_ms: int
+
+
+ToyEvent = Admitted | Ticked
+
+
+class ToyApp:
+    name = "toy"
+
+    def __init__(self, settings: Settings) -> None:
+        self.input_topics = (settings.topic("in"),)
+        self.changelog_topic = settings.topic("changelog")
+        self.out = settings.topic("out")
+
+    def decode_input(self, data: bytes) -> object:
+        try:
+            return json.loads(data)
+        except ValueError as e:
+            raise InputError(str(e)) from e
+
+    def encode_event(self, event: ToyEvent) -> bytes:
+        kind = "admitted" if isinstance(event, Admitted) else "ticked"
+        return json.dumps({"kind": kind, **event.__dict__}).encode()
+
+    def prepare(self, records: Sequence[object], now_ms: int) -> None:
+        return None
+
+    def to_command(self, record: object) -> dict[str, str] | None:
+        return record if isinstance(record, dict) else None
+
+    def timer_command(self) -> dict[str, str]:
+        return {"tick": "yes"}
+
+    def decide(
+        self, state: ToyState | None, command: dict[str, str], now_ms: int
+    ) -> Sequence[ToyEvent]:
+        if "tick" in command:
+            if state is not None and state.due_ms is not None and state.due_ms <= now_ms:
+                return [Ticked(key="", at_ms=now_ms)]
+            return []
+        if state is not None and command["id"] in state.seen:
+            return []
+        return [Admitted(key=command["key"], record_id=command["id"], at_ms=now_ms)]
+
+    def evolve(self, state: ToyState | None, event: ToyEvent) -> ToyState | None:
+        if isinstance(event, Ticked):
+            return ToyState(seen=state.seen if state else (), due_ms=None)
+        seen = (state.seen if state else ()) + (event.record_id,)
+        first_due = event.at_ms + 50 if state is None else state.due_ms
+        return ToyState(seen=seen, due_ms=first_due)
+
+    def next_due_ms(self, state: ToyState) -> int | None:
+        return state.due_ms
+
+    def route(self, event: ToyEvent) -> Route | None:
+        return Route(self.out, getattr(event, "key", "") or "tick")
+
+    def encode_state(self, state: ToyState) -> bytes:
+        return json.dumps({"seen": list(state.seen), "due": state.due_ms}).encode()
+
+    def decode_state(self, data: bytes) -> ToyState:
+        raw = json.loads(data)
+        return ToyState(seen=tuple(raw["seen"]), due_ms=raw["due"])
+
+
+@pytest.fixture()
+def toy() -> Iterator[tuple[Settings, ToyApp]]:
+    settings = unique_settings(partitions=3)
+    create_topics(
+        settings,
+        [
+            (settings.topic("in"), 3, False),
+            (settings.topic("changelog"), 3, True),
+            (settings.topic("out"), 3, False),
+            (settings.topic("dead-letters"), 1, False),
+        ],
+    )
+    yield settings, ToyApp(settings)
+
+
+def produce_records(settings: Settings, records: list[tuple[str, bytes]]) -> None:
+    producer = Producer(settings.producer_config(**{"enable.idempotence": True}))
+    for key, value in records:
+        producer.produce(settings.topic("in"), key=key.encode(), value=value)
+    assert producer.flush(30) == 0
+
+
+def start(processor: Processor[ToyState, dict[str, str], ToyEvent]) -> threading.Thread:
+    thread = threading.Thread(target=processor.run, daemon=True)
+    thread.start()
+    return thread
+
+
+def admitted(settings: Settings) -> Counter[str]:
+    out = Counter[str]()
+    for msg in read_topic(settings, settings.topic("out")):
+        body = json.loads(msg.value() or b"{}")
+        if body["kind"] == "admitted":
+            out[body["record_id"]] += 1
+    return out
+
+
+def test_duplicates_are_admitted_once_across_a_restart(toy: tuple[Settings, ToyApp]) -> None:
+    settings, app = toy
+    rng = random.Random(7)
+    ids = [f"id-{i}" for i in range(600)]
+    first = [(f"k{rng.randrange(40)}", i) for i in ids]
+    key_of = dict((i, k) for k, i in first)
+    batch = [(k, json.dumps({"key": k, "id": i}).encode()) for k, i in first]
+    batch += [(key_of[i], json.dumps({"key": key_of[i], "id": i}).encode()) for i in ids[:200]]
+    batch.append(("k0", b"not json"))
+    rng.shuffle(batch)
+    produce_records(settings, batch)
+
+    processor = Processor(settings, app, instance_id="a", batch_size=100)
+    thread = start(processor)
+    wait_until(lambda: processor.stats.records >= len(batch), timeout_s=60)
+    processor.stop()
+    thread.join(30)
+    assert processor.stats.dead_letters == 1
+
+    # A new instance restores the state from the changelog: the repeats stay repeats.
+    again = [(key_of[i], json.dumps({"key": key_of[i], "id": i}).encode()) for i in ids[100:400]]
+    produce_records(settings, again)
+    second = Processor(settings, app, instance_id="a", batch_size=100)
+    thread = start(second)
+    wait_until(lambda: second.stats.records >= len(again), timeout_s=60)
+    second.stop()
+    thread.join(30)
+
+    counts = admitted(settings)
+    assert set(counts) == set(ids)
+    assert set(counts.values()) == {1}
+    assert second.stats.restored_records > 0
+    assert len(read_topic(settings, settings.topic("dead-letters"))) == 1
+
+
+def test_timers_fire_once_per_key(toy: tuple[Settings, ToyApp]) -> None:
+    settings, app = toy
+    clock = [1_000_000]
+    produce_records(
+        settings, [(f"k{i}", json.dumps({"key": f"k{i}", "id": f"x{i}"}).encode()) for i in range(9)]
+    )
+    processor = Processor(settings, app, instance_id="t", clock=lambda: clock[0])
+    thread = start(processor)
+    wait_until(lambda: processor.stats.records >= 9)
+    assert processor.stats.timers_fired == 0
+    clock[0] += 60  # past every key's due time; the engine fires each timer once
+    wait_until(lambda: processor.stats.timers_fired >= 9)
+    clock[0] += 10_000
+    produce_records(settings, [("k0", json.dumps({"key": "k0", "id": "late"}).encode())])
+    wait_until(lambda: processor.stats.records >= 10)
+    processor.stop()
+    thread.join(30)
+    ticks = [
+        m for m in read_topic(settings, settings.topic("out")) if b'"ticked"' in (m.value() or b"")
+    ]
+    assert len(ticks) == 9
+    assert processor.stats.timers_fired == 9
+
+
+def test_a_second_instance_with_the_same_id_fences_the_first(
+    toy: tuple[Settings, ToyApp],
+) -> None:
+    settings, app = toy
+    produce_records(settings, [("k", json.dumps({"key": "k", "id": "1"}).encode())])
+    first = Processor(settings, app, instance_id="same")
+    errors: list[BaseException] = []
+
+    def run_first() -> None:
+        try:
+            first.run()
+        except BaseException as e:
+            errors.append(e)
+
+    thread = threading.Thread(target=run_first, daemon=True)
+    thread.start()
+    wait_until(lambda: first.stats.records >= 1)
+
+    second = Processor(settings, app, instance_id="same")
+    second_thread = start(second)
+    # Keys on every partition, so whichever partitions the first keeps, it must commit again.
+    produce_records(
+        settings,
+        [(f"k{n}", json.dumps({"key": f"k{n}", "id": str(n)}).encode()) for n in range(2, 30)],
+    )
+    thread.join(60)
+    assert not thread.is_alive()
+    assert errors and isinstance(errors[0], ProcessorFenced)
+    wait_until(lambda: second.stats.records >= 1, timeout_s=60)
+    second.stop()
+    second_thread.join(30)
+    counts = admitted(settings)
+    assert set(counts.values()) == {1}

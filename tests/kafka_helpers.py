@@ -1,0 +1,94 @@
+"""Helpers for tests on the real broker: isolated prefixes, topics and read-back."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterable
+
+from confluent_kafka import Consumer, KafkaError, Message, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from sluicegate.config import Settings, load_settings
+
+
+def unique_settings(partitions: int = 3, **env: str) -> Settings:
+    """Settings with a topic prefix no other test uses, and a private state directory."""
+    prefix = f"t-{uuid.uuid4().hex[:10]}."
+    base = {
+        "SLUICEGATE_TOPIC_PREFIX": prefix,
+        "SLUICEGATE_PARTITIONS": str(partitions),
+        "SLUICEGATE_STATE_DIR": f"var/test-state/{prefix}",
+    }
+    base.update(env)
+    return load_settings(base)
+
+
+def create_topics(settings: Settings, specs: Iterable[tuple[str, int, bool]]) -> None:
+    """Create (full name, partitions, compacted) topics for a test."""
+    admin = AdminClient(settings.kafka_config())
+    new = [
+        NewTopic(
+            name,
+            num_partitions=partitions,
+            replication_factor=1,
+            config={"cleanup.policy": "compact" if compacted else "delete"},
+        )
+        for name, partitions, compacted in specs
+    ]
+    for future in admin.create_topics(new).values():
+        future.result()
+
+
+def read_topic(
+    settings: Settings, topic: str, *, committed_only: bool = True, timeout_s: float = 30.0
+) -> list[Message]:
+    """Every record of ``topic`` up to its current end (read_committed by default)."""
+    consumer = Consumer(
+        settings.kafka_config(
+            **{
+                "group.id": f"reader-{uuid.uuid4().hex}",
+                "enable.auto.commit": False,
+                "enable.partition.eof": True,
+                "isolation.level": "read_committed" if committed_only else "read_uncommitted",
+            }
+        )
+    )
+    try:
+        metadata = consumer.list_topics(topic, timeout=10).topics[topic]
+        partitions = sorted(metadata.partitions)
+        ends = {}
+        for p in partitions:
+            _, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)
+            ends[p] = high
+        pending = {p for p in partitions if ends[p] > 0}
+        consumer.assign([TopicPartition(topic, p, 0) for p in pending])
+        out: list[Message] = []
+        deadline = time.monotonic() + timeout_s
+        while pending:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"reading {topic}: partitions {sorted(pending)} not at end")
+            for msg in consumer.consume(10_000, timeout=0.5):
+                err = msg.error()
+                if err is not None:
+                    if err.code() == KafkaError._PARTITION_EOF:
+                        pending.discard(msg.partition())
+                        continue
+                    raise RuntimeError(err.str())
+                out.append(msg)
+                if msg.offset() >= ends[msg.partition()] - 1:
+                    pending.discard(msg.partition())
+        return out
+    finally:
+        consumer.close()
+
+
+def wait_until(predicate: object, timeout_s: float = 60.0, interval_s: float = 0.2) -> None:
+    """Poll ``predicate()`` until it is truthy; raise ``TimeoutError`` after ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        if predicate():  # type: ignore[operator]
+            return
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"condition not met within {timeout_s} s")
+        time.sleep(interval_s)
