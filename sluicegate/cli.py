@@ -16,7 +16,12 @@ from collections.abc import Sequence
 from sluicegate.errors import SluicegateError
 
 # Order is the order of `sluicegate --help`.
-COMMAND_MODULES: tuple[str, ...] = ("sluicegate.commands.stack",)
+COMMAND_MODULES: tuple[str, ...] = (
+    "sluicegate.commands.stack",
+    "sluicegate.commands.admission",
+    "sluicegate.commands.ingest",
+    "sluicegate.commands.worker",
+)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -28,6 +28,10 @@ _RDKAFKA_PREFIX = "SLUICEGATE_RDKAFKA_"
 _PREFIX_RE = re.compile(r"^[A-Za-z0-9._-]*$")
 
 
+KafkaValue = str | int | float | bool
+KafkaConfig = dict[str, KafkaValue]
+
+
 class SettingsError(SluicegateError):
     """A setting has a value Sluicegate cannot use; the message names the variable."""
 
@@ -45,14 +49,17 @@ class Settings:
     state_dir: Path = Path("var/state")
     kafka_extra: Mapping[str, str] = field(default_factory=dict)
 
-    def kafka_config(self, **overrides: object) -> dict[str, object]:
+    def kafka_config(self, **overrides: object) -> KafkaConfig:
         """A librdkafka configuration: bootstrap, pass-through settings, then overrides."""
-        conf: dict[str, object] = {"bootstrap.servers": self.kafka}
+        conf: KafkaConfig = {"bootstrap.servers": self.kafka}
         conf.update(self.kafka_extra)
-        conf.update(overrides)
+        for name, value in overrides.items():
+            if not isinstance(value, str | int | float | bool):
+                raise TypeError(f"librdkafka setting {name} must be a scalar, not {value!r}")
+            conf[name] = value
         return conf
 
-    def producer_config(self, **overrides: object) -> dict[str, object]:
+    def producer_config(self, **overrides: object) -> KafkaConfig:
         """A producer configuration: Java-compatible murmur2 partitioning, so any client
         that keys by admission key lands on the same partition number."""
         return self.kafka_config(partitioner="murmur2_random", **overrides)

@@ -8,11 +8,14 @@ and the branch results of its run must land on the same partition number.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import time
+from collections.abc import Iterable, Mapping
+from concurrent.futures import Future
 from dataclasses import dataclass
 
 from confluent_kafka import KafkaException
-from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
+from confluent_kafka.admin import AdminClient
+from confluent_kafka.cimpl import NewPartitions, NewTopic
 
 from sluicegate.config import Settings
 from sluicegate.errors import SluicegateError
@@ -57,11 +60,11 @@ def topic_names(settings: Settings) -> dict[str, str]:
     return {spec.name: settings.topic(spec.name) for spec in TOPICS}
 
 
-def _wait(futures: dict[str, object], ignore: Iterable[str]) -> None:
+def _wait(futures: Mapping[str, Future[object]], ignore: Iterable[str]) -> None:
     ignored = set(ignore)
     for name, future in futures.items():
         try:
-            future.result()  # type: ignore[attr-defined]
+            future.result()
         except KafkaException as e:
             if e.args[0].name() not in ignored:
                 raise TopicError(f"topic {name}: {e.args[0].str()}") from e
@@ -110,11 +113,31 @@ def ensure_topics(settings: Settings, timeout_s: float = 30.0) -> dict[str, int]
 def _partition_counts(
     admin: AdminClient, wanted: dict[str, TopicSpec], timeout_s: float
 ) -> dict[str, int]:
-    metadata = admin.list_topics(timeout=timeout_s).topics
-    absent = [name for name in wanted if name not in metadata]
-    if absent:
-        raise TopicError(f"topics still missing after creation: {', '.join(absent)}")
-    return {name: len(metadata[name].partitions) for name in wanted}
+    """Partition counts, once every partition of every wanted topic has a leader.
+
+    A topic created a moment ago answers "not leader" until its leaders are elected; callers
+    of :func:`ensure_topics` may use the topics as soon as it returns.
+    """
+    deadline = time.monotonic() + timeout_s
+    while True:
+        metadata = admin.list_topics(timeout=timeout_s).topics
+        absent = [name for name in wanted if name not in metadata]
+        leaderless = [
+            name
+            for name in wanted
+            if name in metadata
+            and (
+                metadata[name].error is not None
+                or any(p.leader < 0 for p in metadata[name].partitions.values())
+            )
+        ]
+        if not absent and not leaderless:
+            return {name: len(metadata[name].partitions) for name in wanted}
+        if time.monotonic() > deadline:
+            raise TopicError(
+                f"topics not ready after {timeout_s:.0f} s: {', '.join(absent + leaderless)}"
+            )
+        time.sleep(0.1)
 
 
 def check_copartitioning(counts: dict[str, int], settings: Settings) -> None:

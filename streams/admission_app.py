@@ -13,6 +13,7 @@ from collections.abc import Sequence
 
 from schemas.codec import decode, encode
 from schemas.commands import AdmitDelivery, AuthorizeRerun
+from schemas.errors import SchemaError
 from schemas.events import (
     BranchCompleted,
     BranchFailed,
@@ -26,7 +27,6 @@ from sluicegate.config import Settings
 from streams.core import admission
 from streams.core.admission import Admit, CheckTimers, OccurrenceState, RecordBranchReport, Rerun
 from streams.core.state_codec import decode_state, encode_state
-from schemas.errors import SchemaError
 from streams.engine.app import InputError, Route
 from streams.workflow_table import WorkflowTable
 
@@ -40,7 +40,10 @@ class AdmissionApp:
     name = "admission"
 
     def __init__(self, settings: Settings, workflows: WorkflowTable) -> None:
-        self.input_topics = (settings.topic("deliveries"), settings.topic("branch-results"))
+        self.input_topics: Sequence[str] = (
+            settings.topic("deliveries"),
+            settings.topic("branch-results"),
+        )
         self.changelog_topic = settings.topic("admission-changelog")
         self._runs = settings.topic("runs")
         self._tasks = settings.topic("tasks")
@@ -52,10 +55,12 @@ class AdmissionApp:
         except SchemaError as e:
             raise InputError(str(e)) from e
 
-    def encode_event(self, event: admission.Event) -> bytes:
+    def encode_event(self, event: admission.AdmissionEvent) -> bytes:
         return encode(event)
 
     def prepare(self, records: Sequence[object], now_ms: int) -> None:
+        # Revisions applied while we run are taken in before each batch is decided.
+        self._workflows.refresh()
         # A workflow applied a moment before its first delivery may not be in the table yet:
         # catch up once per batch, before the transaction opens, rather than reject it.
         for record in records:
@@ -90,16 +95,18 @@ class AdmissionApp:
 
     def decide(
         self, state: OccurrenceState | None, command: admission.Command, now_ms: int
-    ) -> Sequence[admission.Event]:
+    ) -> Sequence[admission.AdmissionEvent]:
         return admission.decide(state, command, now_ms)
 
-    def evolve(self, state: OccurrenceState | None, event: admission.Event) -> OccurrenceState | None:
+    def evolve(
+        self, state: OccurrenceState | None, event: admission.AdmissionEvent
+    ) -> OccurrenceState | None:
         return admission.evolve(state, event)
 
     def next_due_ms(self, state: OccurrenceState) -> int | None:
         return admission.next_due_ms(state)
 
-    def route(self, event: admission.Event) -> Route | None:
+    def route(self, event: admission.AdmissionEvent) -> Route | None:
         key = event.admission_key
         return Route(self._tasks if isinstance(event, _TASKS) else self._runs, key)
 

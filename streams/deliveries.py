@@ -18,7 +18,7 @@ from confluent_kafka import KafkaError, KafkaException, Message, Producer
 from schemas.codec import encode
 from schemas.commands import AdmitDelivery
 from schemas.events import WorkflowRevised
-from sluicegate.config import Settings
+from sluicegate.config import KafkaConfig, Settings
 from streams.core.identity import identify
 from streams.errors import KafkaUnavailable
 
@@ -58,7 +58,7 @@ def build_delivery(
     )
 
 
-def producer_config(settings: Settings, client_id: str) -> dict[str, object]:
+def producer_config(settings: Settings, client_id: str) -> KafkaConfig:
     """Idempotent, acks=all, bounded delivery time: what every delivery producer uses."""
     return settings.producer_config(
         **{

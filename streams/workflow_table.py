@@ -14,12 +14,20 @@ from __future__ import annotations
 import threading
 import time
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 
 from schemas.codec import decode
 from schemas.events import WorkflowRevised
 from sluicegate.config import Settings
 from streams.errors import KafkaUnavailable
+
+# A topic created a moment ago answers these until its leader is known to every client.
+_NOT_READY = {
+    KafkaError.NOT_LEADER_FOR_PARTITION,
+    KafkaError.LEADER_NOT_AVAILABLE,
+    KafkaError.UNKNOWN_TOPIC_OR_PART,
+    KafkaError._UNKNOWN_PARTITION,
+}
 
 
 class WorkflowTable:
@@ -35,6 +43,8 @@ class WorkflowTable:
                     "enable.partition.eof": True,
                     "auto.offset.reset": "earliest",
                     "isolation.level": "read_committed",
+                    # New revisions should reach running processors within ~50 ms.
+                    "fetch.wait.max.ms": 50,
                 }
             )
         )
@@ -58,38 +68,59 @@ class WorkflowTable:
             found = self.get(subscription, environment)
         return found
 
+    def refresh(self) -> None:
+        """Take in whatever revisions have already arrived, without waiting (call per batch)."""
+        with self._lock:
+            for msg in self._consumer.consume(1000, timeout=0):
+                self._take(msg)
+
     def catch_up(self, timeout_s: float = 10.0) -> None:
         """Read the topic up to its current end. Raises :class:`KafkaUnavailable` on timeout."""
         with self._lock:
-            try:
-                _, high = self._consumer.get_watermark_offsets(
-                    TopicPartition(self._topic, 0), timeout=timeout_s, cached=False
-                )
-            except KafkaException as e:
-                raise KafkaUnavailable(f"cannot read {self._topic}: {e.args[0].str()}") from e
             deadline = time.monotonic() + timeout_s
+            high = self._end_offset(deadline)
             while self._position() < high:
                 if time.monotonic() > deadline:
                     raise KafkaUnavailable(
                         f"reading {self._topic} did not reach offset {high} in {timeout_s:.0f} s"
                     )
                 msg = self._consumer.poll(0.2)
-                if msg is None:
-                    continue
-                err = msg.error()
-                if err is not None:
-                    if err.code() == KafkaError._PARTITION_EOF:
-                        break
-                    raise KafkaUnavailable(f"reading {self._topic}: {err.str()}")
-                value = msg.value()
-                if value is None:
-                    continue
-                record = decode(value)
-                if isinstance(record, WorkflowRevised):
-                    key = (record.subscription, record.environment)
-                    current = self._latest.get(key)
-                    if current is None or record.revision >= current.revision:
-                        self._latest[key] = record
+                if msg is not None and self._take(msg):
+                    break
+
+    def _take(self, msg: Message) -> bool:
+        """Apply one record; True at the end of the partition."""
+        err = msg.error()
+        if err is not None:
+            if err.code() == KafkaError._PARTITION_EOF:
+                return True
+            raise KafkaUnavailable(f"reading {self._topic}: {err.str()}")
+        value = msg.value()
+        if value is None:
+            return False
+        record = decode(value)
+        if isinstance(record, WorkflowRevised):
+            key = (record.subscription, record.environment)
+            current = self._latest.get(key)
+            if current is None or record.revision >= current.revision:
+                self._latest[key] = record
+        return False
+
+    def _end_offset(self, deadline: float) -> int:
+        """The topic's end offset, retrying transient errors (a new topic has no leader yet)."""
+        while True:
+            try:
+                _, high = self._consumer.get_watermark_offsets(
+                    TopicPartition(self._topic, 0),
+                    timeout=max(deadline - time.monotonic(), 0.5),
+                    cached=False,
+                )
+                return int(high)
+            except KafkaException as e:
+                transient = e.args[0].retriable() or e.args[0].code() in _NOT_READY
+                if not transient or time.monotonic() > deadline:
+                    raise KafkaUnavailable(f"cannot read {self._topic}: {e.args[0].str()}") from e
+                time.sleep(0.1)
 
     def _position(self) -> int:
         (tp,) = self._consumer.position([TopicPartition(self._topic, 0)])

@@ -7,7 +7,8 @@ import uuid
 from collections.abc import Iterable
 
 from confluent_kafka import Consumer, KafkaError, Message, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient
+from confluent_kafka.cimpl import NewTopic
 
 from sluicegate.config import Settings, load_settings
 
@@ -72,12 +73,13 @@ def read_topic(
                 err = msg.error()
                 if err is not None:
                     if err.code() == KafkaError._PARTITION_EOF:
-                        pending.discard(msg.partition())
+                        pending.discard(msg.partition() or 0)
                         continue
                     raise RuntimeError(err.str())
                 out.append(msg)
-                if msg.offset() >= ends[msg.partition()] - 1:
-                    pending.discard(msg.partition())
+                partition, offset = msg.partition(), msg.offset()
+                if partition is not None and offset is not None and offset >= ends[partition] - 1:
+                    pending.discard(partition)
         return out
     finally:
         consumer.close()

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Generic, Protocol, TypeVar
 
+
 class InputError(Exception):
     """An input record the app cannot read; the engine moves it to the dead-letter topic."""
 

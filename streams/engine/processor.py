@@ -85,6 +85,9 @@ class ProcessorStats:
 @dataclass(frozen=True)
 class _Input:
     message: Message
+    topic: str
+    partition: int
+    offset: int
     record: object | None
     problem: str | None
 
@@ -226,8 +229,7 @@ class Processor(Generic[S, C, E]):
                 events += self._handle(store, key, self.app.timer_command(), now, fired=True)
             offsets: dict[tuple[str, int], int] = {}
             for item in inputs:
-                msg = item.message
-                offsets[(msg.topic(), msg.partition())] = msg.offset() + 1
+                offsets[(item.topic, item.partition)] = item.offset + 1
                 events += self._decide_input(item, now)
             for partition, store in self._stores.items():
                 for store_key, value in store.pending().items():
@@ -263,35 +265,33 @@ class Processor(Generic[S, C, E]):
                 raise FatalKafkaError(f"consumer: {err.str()}")
             log.warning("consumer error (librdkafka retries): %s", err.str())
             return None
-        if msg.partition() not in self._stores:
+        topic, partition, offset = msg.topic(), msg.partition(), msg.offset()
+        if topic is None or partition is None or offset is None:
+            return None
+        if partition not in self._stores:
             return None
         value = msg.value()
         if msg.key() is None or value is None:
-            return _Input(msg, None, "record without key or value")
+            return _Input(msg, topic, partition, offset, None, "record without key or value")
         try:
-            return _Input(msg, self.app.decode_input(value), None)
+            return _Input(msg, topic, partition, offset, self.app.decode_input(value), None)
         except InputError as e:
-            return _Input(msg, None, str(e))
+            return _Input(msg, topic, partition, offset, None, str(e))
 
     def _decide_input(self, item: _Input, now: int) -> int:
         msg = item.message
         if item.record is None:
             # Undecodable input is kept, not dropped: an operator can replay it once fixed.
             self._produce(self.dead_letter_topic, _key(msg), msg.value(), None)
-            self._producer.poll(0)
             self.stats.dead_letters += 1
             log.warning(
-                "dead-lettered %s[%d]@%d: %s",
-                msg.topic(),
-                msg.partition(),
-                msg.offset(),
-                item.problem,
+                "dead-lettered %s[%d]@%d: %s", item.topic, item.partition, item.offset, item.problem
             )
             return 0
         command = self.app.to_command(item.record)
         if command is None:
             return 0
-        return self._handle(self._stores[msg.partition()], _key(msg), command, now, fired=False)
+        return self._handle(self._stores[item.partition], _key(msg), command, now, fired=False)
 
     def _handle(self, store: PartitionStore, key: str, command: C, now: int, *, fired: bool) -> int:
         skey = state_key(key)
@@ -379,8 +379,12 @@ class Processor(Generic[S, C, E]):
             try:
                 self._consumer.seek(tp)
             except KafkaException as e:
-                log.warning("seek %s[%d] failed (%s); a rebalance will reset it", tp.topic,
-                            tp.partition, e.args[0].str())
+                log.warning(
+                    "seek %s[%d] failed (%s); a rebalance will reset it",
+                    tp.topic,
+                    tp.partition,
+                    e.args[0].str(),
+                )
 
     def _translate(self, e: KafkaException, doing: str) -> Exception:
         err = e.args[0]
@@ -442,7 +446,7 @@ class Processor(Generic[S, C, E]):
                             continue
                         raise StateRestoreError(f"{topic}[{partition}]: {err.str()}")
                     batch.append((_key(msg), msg.value()))
-                    if msg.offset() >= high - 1:
+                    if (msg.offset() or 0) >= high - 1:
                         done = True
                 if batch:
                     store.restore_batch(iter(batch))

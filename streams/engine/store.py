@@ -10,7 +10,7 @@ buffer is what the changelog records of the open transaction carry.
 from __future__ import annotations
 
 import shutil
-from collections.abc import Iterator
+from collections.abc import Iterable
 from pathlib import Path
 
 from rocksdict import Options, Rdict, WriteBatch
@@ -51,7 +51,8 @@ class PartitionStore:
         if store_key in self._buffer:
             return self._buffer[store_key]
         value = self._db.get(store_key.encode())
-        return None if value is None else bytes(value)
+        assert value is None or isinstance(value, bytes)
+        return value
 
     def put(self, store_key: str, value: bytes | None) -> None:
         """Buffer a write (``None`` deletes); it reaches RocksDB on :meth:`apply`."""
@@ -71,10 +72,10 @@ class PartitionStore:
         """Forget the buffered writes of an aborted transaction."""
         self._buffer = {}
 
-    def restore_batch(self, items: Iterator[tuple[str, bytes | None]] | object) -> None:
+    def restore_batch(self, items: Iterable[tuple[str, bytes | None]]) -> None:
         """Write (key, value-or-None) pairs straight to RocksDB (changelog restore)."""
         batch = WriteBatch(raw_mode=True)
-        for key, value in items:  # type: ignore[attr-defined]
+        for key, value in items:
             if value is None:
                 batch.delete(key.encode())
             else:
@@ -82,11 +83,11 @@ class PartitionStore:
         self._db.write(batch)
 
     def due_timers(self, now_ms: int, limit: int) -> list[tuple[str, str]]:
-        """Committed timers due at or before ``now_ms``: (timer store key, state key), oldest first."""
+        """Committed timers due by ``now_ms``: (timer store key, state key), oldest first."""
         bound = timer_key(now_ms, "\uffff")
         due: list[tuple[str, str]] = []
         for raw in self._db.keys(from_key=TIMER_PREFIX.encode()):
-            store_key = bytes(raw).decode()
+            store_key = _text(raw)
             if not store_key.startswith(TIMER_PREFIX) or store_key > bound:
                 break
             due.append((store_key, parse_timer_key(store_key)[1]))
@@ -97,10 +98,16 @@ class PartitionStore:
     def count(self, prefix: str = STATE_PREFIX) -> int:
         total = 0
         for raw in self._db.keys(from_key=prefix.encode()):
-            if not bytes(raw).decode().startswith(prefix):
+            if not _text(raw).startswith(prefix):
                 break
             total += 1
         return total
 
     def close(self) -> None:
         self._db.close()
+
+
+def _text(raw: object) -> str:
+    """A raw-mode key as text (rocksdict is untyped: keys arrive as bytes)."""
+    assert isinstance(raw, bytes)
+    return raw.decode()

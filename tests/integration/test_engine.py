@@ -52,7 +52,7 @@ class ToyApp:
     name = "toy"
 
     def __init__(self, settings: Settings) -> None:
-        self.input_topics = (settings.topic("in"),)
+        self.input_topics: Sequence[str] = (settings.topic("in"),)
         self.changelog_topic = settings.topic("changelog")
         self.out = settings.topic("out")
 
@@ -183,7 +183,8 @@ def test_timers_fire_once_per_key(toy: tuple[Settings, ToyApp]) -> None:
     settings, app = toy
     clock = [1_000_000]
     produce_records(
-        settings, [(f"k{i}", json.dumps({"key": f"k{i}", "id": f"x{i}"}).encode()) for i in range(9)]
+        settings,
+        [(f"k{i}", json.dumps({"key": f"k{i}", "id": f"x{i}"}).encode()) for i in range(9)],
     )
     processor = Processor(settings, app, instance_id="t", clock=lambda: clock[0])
     thread = start(processor)

@@ -1,0 +1,221 @@
+"""The branch-worker SDK: take branch tasks, run a handler, report the result.
+
+A worker consumes ``tasks`` (``BranchLaunched`` / ``BranchRelaunched``) for the slots it
+serves and reports ``BranchStarted`` and then ``BranchCompleted``, ``BranchFailed`` or
+``BranchSkipped`` to ``branch-results``, keyed by admission key, so the report lands on the
+partition that holds its run.
+
+Guarantees and limits:
+
+* At-least-once: offsets are committed only after the reports of the batch were acknowledged
+  (commit order: handle -> produce reports -> flush -> commit offsets). A crash in between
+  repeats the task; the processor counts each (run, slot) result once, so a repeat is
+  harmless to the run, but a handler with external effects must itself be idempotent per
+  (run_id, slot), for example by keying its writes on them.
+* The deadline is checked when the task is taken: a task whose ``expires_at_ms`` has passed
+  (``now + clock_uncertainty >= expires_at``; equality fails) is reported skipped with reason
+  ``expired_at_dequeue`` and the handler is never called, for the slots listed in
+  ``deadline_slots`` (default: all). Relaunches carry the original deadline; nothing renews it.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import orjson
+from confluent_kafka import Consumer, KafkaException, Producer
+
+from consumers.errors import ConsumersError
+from schemas.codec import decode, encode
+from schemas.errors import SchemaError
+from schemas.events import (
+    BranchCompleted,
+    BranchFailed,
+    BranchLaunched,
+    BranchRelaunched,
+    BranchSkipped,
+    BranchStarted,
+)
+from sluicegate.config import Settings
+
+log = logging.getLogger("sluicegate.worker")
+
+EXPIRED_AT_DEQUEUE = "expired_at_dequeue"
+
+
+@dataclass(frozen=True)
+class Task:
+    """One branch task as the handler sees it."""
+
+    run_id: str
+    admission_key: str
+    slot: str
+    attempt: int
+    workflow_revision: int
+    expires_at_ms: int
+    payload: dict[str, object]
+
+    def remaining_ms(self, now_ms: int) -> int:
+        """Time left before the signal's absolute deadline (negative once it passed)."""
+        return self.expires_at_ms - now_ms
+
+
+@dataclass(frozen=True)
+class Skip:
+    """Return this from a handler to report the branch skipped, with a reason."""
+
+    reason: str
+
+
+class BranchError(ConsumersError):
+    """Raise from a handler to report the branch failed with this message."""
+
+
+Handler = Callable[[Task], "dict[str, object] | Skip"]
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class BranchWorker:
+    """Serves ``slots`` with ``handler``; one consumer group per worker ``group``."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        handler: Handler,
+        *,
+        slots: Sequence[str] | None = None,
+        deadline_slots: Sequence[str] | None = None,
+        clock_uncertainty_ms: int = 0,
+        group: str = "branch-workers",
+        clock: Callable[[], int] = _now_ms,
+        name: str | None = None,
+    ) -> None:
+        self.handler = handler
+        self.slots = set(slots) if slots else None
+        self.deadline_slots = set(deadline_slots) if deadline_slots is not None else None
+        self.clock_uncertainty_ms = clock_uncertainty_ms
+        self.clock = clock
+        self.name = name or f"{socket.gethostname()}-{threading.get_ident()}"
+        self.stop_event = threading.Event()
+        self.handled = 0
+        self._results = settings.topic("branch-results")
+        self._consumer = Consumer(
+            settings.kafka_config(
+                **{
+                    "group.id": f"{settings.topic_prefix}{group}",
+                    "isolation.level": "read_committed",
+                    "enable.auto.commit": False,
+                    "auto.offset.reset": "earliest",
+                }
+            )
+        )
+        self._producer = Producer(
+            settings.producer_config(**{"enable.idempotence": True, "acks": "all", "linger.ms": 5})
+        )
+        self._consumer.subscribe([settings.topic("tasks")])
+
+    def run(self) -> None:
+        try:
+            while not self.stop_event.is_set():
+                self.step()
+        finally:
+            self._consumer.close()
+            self._producer.flush(10)
+
+    def stop(self) -> None:
+        self.stop_event.set()
+
+    def step(self, timeout_s: float = 0.2) -> int:
+        """Handle one batch of tasks; return how many were handled."""
+        messages = self._consumer.consume(200, timeout=timeout_s)
+        handled = 0
+        for msg in messages:
+            if msg.error() is not None or msg.value() is None:
+                continue
+            try:
+                record = decode(msg.value() or b"")
+            except SchemaError as e:
+                log.warning(
+                    "undecodable task at %s[%d]@%d: %s",
+                    msg.topic(),
+                    msg.partition(),
+                    msg.offset(),
+                    e,
+                )
+                continue
+            served = self.slots is None or getattr(record, "slot", None) in self.slots
+            if isinstance(record, BranchLaunched | BranchRelaunched) and served:
+                self._handle(record)
+                handled += 1
+        if messages:
+            if self._producer.flush(30):
+                raise ConsumersError("branch reports not acknowledged in 30 s; tasks will repeat")
+            try:
+                self._consumer.commit(asynchronous=False)
+            except KafkaException as e:
+                log.warning("offset commit failed (tasks may repeat): %s", e.args[0].str())
+        self.handled += handled
+        return handled
+
+    def _handle(self, launched: BranchLaunched | BranchRelaunched) -> None:
+        payload = orjson.loads(launched.payload_json)
+        task = Task(
+            run_id=launched.run_id,
+            admission_key=launched.admission_key,
+            slot=launched.slot,
+            attempt=launched.attempt,
+            workflow_revision=launched.workflow_revision,
+            expires_at_ms=launched.expires_at_ms,
+            payload=payload if isinstance(payload, dict) else {},
+        )
+        who = (task.run_id, task.admission_key, task.slot, task.attempt, self.name)
+        now = self.clock()
+        checks_deadline = self.deadline_slots is None or task.slot in self.deadline_slots
+        if checks_deadline and now + self.clock_uncertainty_ms >= task.expires_at_ms:
+            self._report(BranchSkipped(*who, EXPIRED_AT_DEQUEUE, now))
+            return
+        self._report(BranchStarted(*who, now))
+        try:
+            outcome = self.handler(task)
+        except BranchError as e:
+            self._report(BranchFailed(*who, str(e), self.clock()))
+            return
+        except Exception as e:  # a handler bug fails the branch, not the worker
+            log.exception("handler failed for %s/%s", task.run_id, task.slot)
+            self._report(BranchFailed(*who, f"{type(e).__name__}: {e}", self.clock()))
+            return
+        if isinstance(outcome, Skip):
+            self._report(BranchSkipped(*who, outcome.reason, self.clock()))
+        else:
+            result = orjson.dumps(outcome, option=orjson.OPT_SORT_KEYS).decode()
+            self._report(BranchCompleted(*who, result, self.clock()))
+
+    def _report(
+        self, event: BranchStarted | BranchCompleted | BranchFailed | BranchSkipped
+    ) -> None:
+        while True:
+            try:
+                self._producer.produce(
+                    self._results, key=event.admission_key.encode(), value=encode(event)
+                )
+                return
+            except BufferError:
+                self._producer.poll(0.05)
+
+
+def demo_handler(task: Task) -> dict[str, object]:
+    """The handler of ``sluicegate worker``: records what it saw, like a journal branch."""
+    return {
+        "slot": task.slot,
+        "instrument": task.payload.get("instrument"),
+        "side": task.payload.get("side"),
+        "attempt": task.attempt,
+    }

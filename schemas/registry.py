@@ -1,0 +1,478 @@
+"""The schema registry: every record type, its current schema and every released version.
+
+Sources, all inside this package:
+
+- ``schemas/avro/<ClassName>.avsc`` — the *current* schema of each record type. It must mirror
+  its dataclass in :mod:`schemas.events` / :mod:`schemas.commands` 1:1 (record name = class
+  name, namespace ``sluicegate``, one field per dataclass field in the same order, types
+  ``str -> "string"``, ``int -> "long"``, ``str | None -> ["null", "string"]`` with default
+  null, ``tuple[str, ...] -> {"type": "array", "items": "string"}``).
+- ``schemas/released/<ClassName>/v<N>.avsc`` — every version ever released (N >= 1). Released
+  files are history: never edit or delete one; ``scripts/release_schemas.py`` adds new ones.
+
+Each schema is identified on the wire by the CRC-64-AVRO (Rabin) fingerprint of its Parsing
+Canonical Form, as the Avro specification's "Schema Fingerprints" section defines it; the
+8 fingerprint bytes are stored little-endian, as single-object encoding requires.
+
+Guarantees once :func:`get_registry` has returned:
+
+- every dataclass has a current schema that mirrors it, and every current schema has a
+  dataclass (otherwise :class:`~schemas.errors.SchemaMismatch` was raised);
+- every released version parses, is named after its directory, and names a default for each
+  current field it lacks, so a message written with it can be read as the current dataclass;
+- every current and released fingerprint maps to exactly one record type.
+
+Loading happens once per process (lazily, thread-safe); the result is immutable.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import operator
+import re
+import threading
+import typing
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from fastavro import parse_schema
+from fastavro.schema import fingerprint, to_parsing_canonical_form
+
+from schemas.commands import AdmitDelivery, AuthorizeRerun
+from schemas.errors import SchemaMismatch
+from schemas.events import (
+    AdmissionRecordEvicted,
+    BranchCompleted,
+    BranchFailed,
+    BranchLaunched,
+    BranchRelaunched,
+    BranchSkipped,
+    BranchStarted,
+    DeliveryDeduplicated,
+    DeliveryRejected,
+    OccurrenceConflict,
+    RerunRejected,
+    RunAdmitted,
+    RunStatusChanged,
+    WorkflowRevised,
+)
+
+Record = (
+    WorkflowRevised
+    | RunAdmitted
+    | BranchLaunched
+    | BranchRelaunched
+    | BranchStarted
+    | BranchCompleted
+    | BranchFailed
+    | BranchSkipped
+    | RunStatusChanged
+    | DeliveryDeduplicated
+    | OccurrenceConflict
+    | DeliveryRejected
+    | RerunRejected
+    | AdmissionRecordEvicted
+    | AdmitDelivery
+    | AuthorizeRerun
+)
+"""Every record type of the contract: the events, then the commands."""
+
+RECORD_CLASSES: tuple[type[Record], ...] = typing.get_args(Record)
+"""The record classes, in the order of :data:`Record`."""
+
+NAMESPACE = "sluicegate"
+PACKAGE_DIR = Path(__file__).resolve().parent
+AVRO_DIR = PACKAGE_DIR / "avro"
+RELEASED_DIR = PACKAGE_DIR / "released"
+FIXTURES_DIR = PACKAGE_DIR / "fixtures"
+FINGERPRINT_ALGORITHM = "CRC-64-AVRO"
+MAGIC = b"\xc3\x01"
+HEADER_LENGTH = len(MAGIC) + 8
+
+FieldKind = Literal["string", "long", "optional_string", "string_array"]
+
+_KIND_BY_TYPE: dict[object, FieldKind] = {
+    str: "string",
+    int: "long",
+    str | None: "optional_string",
+    tuple[str, ...]: "string_array",
+}
+
+AVRO_TYPE_BY_KIND: Mapping[FieldKind, object] = {
+    "string": "string",
+    "long": "long",
+    "optional_string": ["null", "string"],
+    "string_array": {"type": "array", "items": "string"},
+}
+"""The Avro type each dataclass field kind is written as in an ``.avsc``."""
+
+_VERSION_FILE = re.compile(r"v([1-9][0-9]*)\.avsc")
+
+
+@dataclass(frozen=True, slots=True)
+class ReleasedVersion:
+    """One released version of a record type's schema."""
+
+    version: int
+    path: Path
+    raw: Mapping[str, Any]
+    canonical_form: str
+    fingerprint: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class RecordSchema:
+    """A record type with its current schema and everything the codec caches for it."""
+
+    cls: type[Record]
+    name: str
+    path: Path
+    raw: Mapping[str, Any]
+    parsed: Any
+    canonical_form: str
+    fingerprint: bytes
+    header: bytes
+    """``C3 01`` followed by the fingerprint: the prefix of every message this build writes."""
+    field_names: tuple[str, ...]
+    field_kinds: tuple[FieldKind, ...]
+    values: Callable[[object], tuple[object, ...]]
+    """Return the field values of an instance, in field order (no copying of tuples)."""
+    long_indices: tuple[int, ...]
+    """Positions of the ``long`` fields in :attr:`field_names`."""
+    tuple_indices: tuple[int, ...]
+    """Positions of the ``array`` fields in :attr:`field_names`."""
+    tuple_fields: tuple[str, ...]
+    defaults: Mapping[str, object]
+    """Avro defaults of the current schema, by field name (only fields that declare one)."""
+    released: tuple[ReleasedVersion, ...]
+    """Released versions, oldest first."""
+
+    @property
+    def newest_released(self) -> ReleasedVersion | None:
+        """The newest released version, or ``None`` if the type was never released."""
+        return self.released[-1] if self.released else None
+
+    @property
+    def version(self) -> int | None:
+        """The released version number the current schema is, or ``None`` if unreleased."""
+        newest = self.newest_released
+        if newest is not None and newest.canonical_form == self.canonical_form:
+            return newest.version
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class WriterSchema:
+    """What the codec needs to read a message written with one schema version."""
+
+    cls: type[Record]
+    name: str
+    version: int | None
+    """Released version number; ``None`` for a current schema that is not released yet."""
+    writer: Any
+    """The parsed writer schema."""
+    reader: Any
+    """The parsed current schema when it differs from the writer, else ``None``."""
+    tuple_fields: tuple[str, ...]
+    """Names of the current schema's array fields (decoded as lists, stored as tuples)."""
+    arguments: Callable[[Mapping[str, Any]], tuple[Any, ...]]
+    """Return the constructor arguments, in field order, from a decoded (reader-shaped) dict.
+
+    Construction is positional: matching keywords against the decoder's freshly built
+    (non-interned) key strings would cost about as much again as the constructor itself.
+    """
+
+    @property
+    def label(self) -> str:
+        """Human-readable version label such as ``RunAdmitted v2``."""
+        if self.version is None:
+            return f"{self.name} (current, unreleased)"
+        return f"{self.name} v{self.version}"
+
+
+def fingerprint_of(schema: Mapping[str, Any]) -> tuple[str, bytes]:
+    """Return the Parsing Canonical Form of ``schema`` and its 8 wire fingerprint bytes.
+
+    The bytes are the CRC-64-AVRO (Rabin) fingerprint in little-endian order, exactly as
+    they follow ``C3 01`` in a single-object encoded message.
+    """
+    canonical = to_parsing_canonical_form(dict(schema))
+    return canonical, bytes.fromhex(fingerprint(canonical, FINGERPRINT_ALGORITHM))
+
+
+def field_kinds_of(cls: type[Record]) -> tuple[tuple[str, FieldKind], ...]:
+    """Return ``(name, kind)`` for each dataclass field of ``cls``, in declaration order.
+
+    Raises :class:`SchemaMismatch` for a field type that has no Avro mapping.
+    """
+    hints = typing.get_type_hints(cls)
+    result: list[tuple[str, FieldKind]] = []
+    for field in dataclasses.fields(cls):
+        kind = _KIND_BY_TYPE.get(hints[field.name])
+        if kind is None:
+            raise SchemaMismatch(
+                f"{cls.__name__}.{field.name}: type {hints[field.name]!r} has no Avro "
+                "mapping; use str, int, str | None or tuple[str, ...]"
+            )
+        result.append((field.name, kind))
+    return tuple(result)
+
+
+def mirror_problems(cls: type[Record], raw: Mapping[str, Any]) -> list[str]:
+    """List every way the ``.avsc`` document ``raw`` fails to mirror dataclass ``cls``.
+
+    An empty list means it mirrors it 1:1: record name, namespace, field names and order,
+    field types and optionality (``["null", "string"]`` with ``"default": null``).
+    """
+    name = cls.__name__
+    problems: list[str] = []
+    if raw.get("type") != "record":
+        problems.append(f"{name}: type must be 'record', got {raw.get('type')!r}")
+    if raw.get("name") != name:
+        problems.append(f"{name}: record name must be {name!r}, got {raw.get('name')!r}")
+    if raw.get("namespace") != NAMESPACE:
+        problems.append(f"{name}: namespace must be {NAMESPACE!r}, got {raw.get('namespace')!r}")
+    expected = field_kinds_of(cls)
+    fields = raw.get("fields")
+    if not isinstance(fields, list):
+        return [*problems, f"{name}: 'fields' must be a list"]
+    actual_names = [f.get("name") if isinstance(f, dict) else None for f in fields]
+    expected_names = [n for n, _ in expected]
+    if actual_names != expected_names:
+        problems.append(
+            f"{name}: fields must be {expected_names} in this order, got {actual_names}"
+        )
+    by_name = {f.get("name"): f for f in fields if isinstance(f, dict)}
+    for field_name, kind in expected:
+        field = by_name.get(field_name)
+        if field is None:
+            continue
+        want = AVRO_TYPE_BY_KIND[kind]
+        if field.get("type") != want:
+            problems.append(
+                f"{name}.{field_name}: type must be {json.dumps(want)} for {kind}, "
+                f"got {json.dumps(field.get('type'))}"
+            )
+        if kind == "optional_string" and ("default" not in field or field["default"] is not None):
+            problems.append(f'{name}.{field_name}: optional field needs "default": null')
+    return problems
+
+
+def _load_json(path: Path) -> dict[str, Any]:
+    try:
+        document = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        raise SchemaMismatch(f"{path}: cannot read schema: {e}") from e
+    if not isinstance(document, dict):
+        raise SchemaMismatch(f"{path}: a schema file must hold one JSON object (a record)")
+    return document
+
+
+def _parse(path: Path, raw: Mapping[str, Any]) -> Any:
+    try:
+        return parse_schema(dict(raw))
+    except Exception as e:
+        raise SchemaMismatch(f"{path}: not a valid Avro schema: {e}") from e
+
+
+class Registry:
+    """Every record type with its current schema, and every writer schema by fingerprint.
+
+    Build one with :meth:`load`; the process-wide instance is :func:`get_registry`.
+    """
+
+    def __init__(
+        self,
+        records: Mapping[type[Record], RecordSchema],
+        writers: Mapping[bytes, WriterSchema],
+    ) -> None:
+        self.by_class: Mapping[type, RecordSchema] = dict(records)
+        self.by_name: Mapping[str, RecordSchema] = {r.name: r for r in records.values()}
+        self.writers: Mapping[bytes, WriterSchema] = dict(writers)
+        self.known_versions: str = self._describe_versions()
+        """Every known version, for error messages (``RunAdmitted v1/v2, ...``)."""
+
+    def _describe_versions(self) -> str:
+        parts: list[str] = []
+        for record in sorted(self.by_class.values(), key=lambda r: r.name):
+            versions = [f"v{v.version}" for v in record.released]
+            if record.version is None:
+                versions.append("unreleased current")
+            parts.append(f"{record.name} {'/'.join(versions)}")
+        return f"{len(self.writers)} schema versions ({', '.join(parts)})"
+
+    @classmethod
+    def load(
+        cls,
+        avro_dir: Path = AVRO_DIR,
+        released_dir: Path = RELEASED_DIR,
+        classes: tuple[type[Record], ...] = RECORD_CLASSES,
+    ) -> Registry:
+        """Load and check every current and released schema under the given directories.
+
+        Raises :class:`SchemaMismatch` when a schema does not mirror its dataclass, a file
+        is missing or extra, a released version is malformed or cannot be read as the
+        current schema, or two record types share a fingerprint.
+        """
+        by_name = {c.__name__: c for c in classes}
+        files = {p.stem: p for p in avro_dir.glob("*.avsc")}
+        missing = sorted(set(by_name) - set(files))
+        if missing:
+            raise SchemaMismatch(f"no {avro_dir}/<ClassName>.avsc for dataclasses {missing}")
+        extra = sorted(set(files) - set(by_name))
+        if extra:
+            raise SchemaMismatch(f"{avro_dir}: .avsc files without a dataclass: {extra}")
+        if released_dir.is_dir():
+            orphans = sorted(
+                p.name for p in released_dir.iterdir() if p.is_dir() and p.name not in by_name
+            )
+            if orphans:
+                raise SchemaMismatch(
+                    f"{released_dir}: released versions of record types that no longer have "
+                    f"a dataclass: {orphans}; messages of these types could not be read"
+                )
+
+        records: dict[type[Record], RecordSchema] = {}
+        writers: dict[bytes, WriterSchema] = {}
+        owner: dict[bytes, str] = {}
+        for record_cls in classes:
+            name = record_cls.__name__
+            record = _load_record(record_cls, files[name], released_dir / name)
+            records[record_cls] = record
+            entries: list[tuple[int | None, bytes, Any]] = [
+                (v.version, v.fingerprint, _parse(v.path, v.raw)) for v in record.released
+            ]
+            if record.version is None:
+                entries.append((None, record.fingerprint, record.parsed))
+            arguments = _items_getter(record.field_names)
+            for version, fp, parsed in entries:
+                if owner.get(fp, name) != name:
+                    raise SchemaMismatch(
+                        f"{name} and {owner[fp]} share the fingerprint {fp.hex()}; rename one"
+                    )
+                owner[fp] = name
+                is_current = fp == record.fingerprint
+                # Later (newer) versions with an identical canonical form overwrite earlier
+                # ones, so the label names the newest release of that form.
+                writers[fp] = WriterSchema(
+                    cls=record_cls,
+                    name=name,
+                    version=version,
+                    writer=record.parsed if is_current else parsed,
+                    reader=None if is_current else record.parsed,
+                    tuple_fields=record.tuple_fields,
+                    arguments=arguments,
+                )
+        return cls(records, writers)
+
+
+def _load_record(record_cls: type[Record], path: Path, released_dir: Path) -> RecordSchema:
+    name = record_cls.__name__
+    raw = _load_json(path)
+    problems = mirror_problems(record_cls, raw)
+    if problems:
+        raise SchemaMismatch(
+            f"{path} does not mirror {record_cls.__module__}.{name}:\n  " + "\n  ".join(problems)
+        )
+    parsed = _parse(path, raw)
+    canonical, fp = fingerprint_of(raw)
+    kinds = field_kinds_of(record_cls)
+    names = tuple(n for n, _ in kinds)
+    defaults = {f["name"]: f["default"] for f in raw["fields"] if "default" in f}
+    released = _load_released(name, released_dir, raw)
+    return RecordSchema(
+        cls=record_cls,
+        name=name,
+        path=path,
+        raw=raw,
+        parsed=parsed,
+        canonical_form=canonical,
+        fingerprint=fp,
+        header=MAGIC + fp,
+        field_names=names,
+        field_kinds=tuple(k for _, k in kinds),
+        values=_values_getter(names),
+        long_indices=tuple(i for i, (_, k) in enumerate(kinds) if k == "long"),
+        tuple_indices=tuple(i for i, (_, k) in enumerate(kinds) if k == "string_array"),
+        tuple_fields=tuple(n for n, k in kinds if k == "string_array"),
+        defaults=defaults,
+        released=released,
+    )
+
+
+def _values_getter(names: tuple[str, ...]) -> Callable[[object], tuple[object, ...]]:
+    if len(names) == 1:
+        (only,) = names
+        return lambda instance: (getattr(instance, only),)
+    getter: Callable[[object], tuple[object, ...]] = operator.attrgetter(*names)
+    return getter
+
+
+def _items_getter(names: tuple[str, ...]) -> Callable[[Mapping[str, Any]], tuple[Any, ...]]:
+    if len(names) == 1:
+        (only,) = names
+        return lambda datum: (datum[only],)
+    getter: Callable[[Mapping[str, Any]], tuple[Any, ...]] = operator.itemgetter(*names)
+    return getter
+
+
+def _load_released(
+    name: str, released_dir: Path, current: Mapping[str, Any]
+) -> tuple[ReleasedVersion, ...]:
+    if not released_dir.is_dir():
+        return ()
+    versions: list[ReleasedVersion] = []
+    for path in released_dir.iterdir():
+        match = _VERSION_FILE.fullmatch(path.name)
+        if match is None:
+            raise SchemaMismatch(f"{path}: released schemas must be named v<N>.avsc (N >= 1)")
+        raw = _load_json(path)
+        if raw.get("name") != name or raw.get("namespace") != NAMESPACE:
+            raise SchemaMismatch(
+                f"{path}: record must be {NAMESPACE}.{name}, got "
+                f"{raw.get('namespace')}.{raw.get('name')}"
+            )
+        _parse(path, raw)
+        writer_fields = {f.get("name") for f in raw.get("fields", []) if isinstance(f, dict)}
+        undefaulted = [
+            f["name"]
+            for f in current["fields"]
+            if f["name"] not in writer_fields and "default" not in f
+        ]
+        if undefaulted:
+            raise SchemaMismatch(
+                f"{path}: the current {name}.avsc adds fields {undefaulted} without a "
+                "default, so messages written with this released version cannot be read; "
+                "give the new fields defaults"
+            )
+        canonical, fp = fingerprint_of(raw)
+        versions.append(ReleasedVersion(int(match.group(1)), path, raw, canonical, fp))
+    versions.sort(key=lambda v: v.version)
+    return tuple(versions)
+
+
+_REGISTRY: Registry | None = None
+_LOCK = threading.Lock()
+
+
+def get_registry() -> Registry:
+    """Return the process-wide registry, loading it from this package on first use.
+
+    Raises :class:`SchemaMismatch` if the schema files are inconsistent; that is a build
+    defect, so the process should refuse to start rather than retry.
+    """
+    registry = _REGISTRY
+    if registry is None:
+        registry = _load_once()
+    return registry
+
+
+def _load_once() -> Registry:
+    global _REGISTRY  # noqa: PLW0603 - the lazily built process-wide instance
+    with _LOCK:
+        if _REGISTRY is None:
+            _REGISTRY = Registry.load()
+        return _REGISTRY

@@ -1,0 +1,42 @@
+"""``sluicegate topics ensure``, ``sluicegate status`` and ``sluicegate serve``."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+import orjson
+
+from sluicegate.config import load_settings
+from sluicegate.output import print_table
+from sluicegate.supervisor import serve
+from sluicegate.topics import ensure_topics
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    topics = subparsers.add_parser("topics", help="Kafka topic administration")
+    tsub = topics.add_subparsers(dest="topics_command", metavar="ACTION", required=True)
+    ensure = tsub.add_parser("ensure", help="create or widen every declared topic (idempotent)")
+    ensure.add_argument("--json", action="store_true")
+    ensure.set_defaults(func=cmd_topics_ensure)
+
+    serve_parser = subparsers.add_parser(
+        "serve", help="every component in one supervised process tree (what `make run` starts)"
+    )
+    serve_parser.add_argument(
+        "--only", action="append", default=None, help="run only this component (repeatable)"
+    )
+    serve_parser.set_defaults(func=cmd_serve)
+
+
+def cmd_topics_ensure(args: argparse.Namespace) -> int:
+    counts = ensure_topics(load_settings())
+    if args.json:
+        sys.stdout.write(orjson.dumps(counts).decode() + "\n")
+    else:
+        print_table([{"topic": name, "partitions": n} for name, n in sorted(counts.items())])
+    return 0
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    return serve(load_settings(), only=args.only)

@@ -1,0 +1,48 @@
+"""``sluicegate worker``: a demonstration branch worker built on the SDK."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import sys
+
+from consumers.branch_worker import BranchWorker, demo_handler
+from sluicegate.config import load_settings
+from sluicegate.topics import ensure_topics
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    worker = subparsers.add_parser(
+        "worker", help="a demonstration branch worker (completes every branch task it takes)"
+    )
+    worker.add_argument("--slot", action="append", default=None, help="serve only this slot")
+    worker.add_argument(
+        "--clock-uncertainty-ms", type=int, default=0, help="added to now at the deadline check"
+    )
+    worker.set_defaults(func=cmd_worker)
+
+
+def cmd_worker(args: argparse.Namespace) -> int:
+    logging.basicConfig(
+        level=logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    settings = load_settings()
+    ensure_topics(settings)
+    worker = BranchWorker(
+        settings,
+        demo_handler,
+        slots=args.slot,
+        clock_uncertainty_ms=args.clock_uncertainty_ms,
+        name="demo-worker",
+    )
+
+    def stop(_signum: int, _frame: object) -> None:
+        worker.stop()
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    worker.run()
+    return 0

@@ -1,0 +1,174 @@
+"""Bytes for the admission state store and its changelog topic.
+
+Format (version 1): an orjson array ``[1, admission_key, evict_at_ms, [run, ...]]`` where each
+run is a positional array in :class:`~streams.core.admission.RunState` field order with the
+status as its string value and ``slots`` as ``[[slot, status, attempt, timeout_at_ms], ...]``.
+Positional arrays rather than objects keep the record small and the codec fast: it runs for
+every record the processor handles.
+
+:func:`decode_state` raises :class:`~streams.core.errors.UnsupportedStateVersion` for any
+version other than :data:`STATE_FORMAT_VERSION` and
+:class:`~streams.core.errors.StateFormatError` for bytes that are not a state record. A new
+format gets a new version number and a decoder for the old one; never reinterpret old bytes.
+"""
+
+from __future__ import annotations
+
+import orjson
+
+from streams.core.admission import OccurrenceState, RunState, SlotState
+from streams.core.errors import StateFormatError, UnsupportedStateVersion
+from streams.core.lifecycle import BranchStatus, RunStatus
+
+STATE_FORMAT_VERSION = 1
+
+
+def encode_state(state: OccurrenceState) -> bytes:
+    """Serialize ``state``; ``decode_state(encode_state(s)) == s`` for every state."""
+    return orjson.dumps(
+        [
+            STATE_FORMAT_VERSION,
+            state.admission_key,
+            state.evict_at_ms,
+            [_encode_run(run) for run in state.runs],
+        ]
+    )
+
+
+def _encode_run(run: RunState) -> list[object]:
+    return [
+        run.run_id,
+        run.rerun_number,
+        run.status.value,
+        run.workflow_revision,
+        run.delivery_id,
+        run.subscription,
+        run.environment,
+        run.source,
+        run.event_id,
+        run.content_digest,
+        run.source_time_ms,
+        run.expires_at_ms,
+        run.validity_source_time,
+        run.validity_window_ms,
+        run.scope_key,
+        run.sequence,
+        run.payload_json,
+        run.slot_names,
+        [[s.slot, s.status.value, s.attempt, s.timeout_at_ms] for s in run.slots],
+        run.branch_timeout_ms,
+        run.retention_ms,
+        run.rerun_of,
+        run.rerun_reason,
+        run.admitted_at_ms,
+    ]
+
+
+def decode_state(data: bytes) -> OccurrenceState:
+    """Parse bytes written by :func:`encode_state` (see the module docstring for errors)."""
+    try:
+        document = orjson.loads(data)
+    except orjson.JSONDecodeError as exc:
+        raise StateFormatError(f"admission state is not JSON: {exc}") from exc
+    if not isinstance(document, list) or not document:
+        raise StateFormatError("admission state is not a versioned record")
+    version = document[0]
+    if version != STATE_FORMAT_VERSION or isinstance(version, bool):
+        raise UnsupportedStateVersion(version)
+    try:
+        _, key, evict_at_ms, runs = document
+        return OccurrenceState(
+            admission_key=_str(key),
+            runs=tuple(_decode_run(run) for run in runs),
+            evict_at_ms=_opt_int(evict_at_ms),
+        )
+    except (TypeError, ValueError) as exc:
+        raise StateFormatError(f"admission state record is malformed: {exc}") from exc
+
+
+def _decode_run(fields: list[object]) -> RunState:
+    (
+        run_id,
+        rerun_number,
+        status,
+        workflow_revision,
+        delivery_id,
+        subscription,
+        environment,
+        source,
+        event_id,
+        content_digest,
+        source_time_ms,
+        expires_at_ms,
+        validity_source_time,
+        validity_window_ms,
+        scope_key,
+        sequence,
+        payload_json,
+        slot_names,
+        slots,
+        branch_timeout_ms,
+        retention_ms,
+        rerun_of,
+        rerun_reason,
+        admitted_at_ms,
+    ) = fields
+    if not isinstance(slot_names, list) or not isinstance(slots, list):
+        raise TypeError("slot lists must be arrays")
+    return RunState(
+        run_id=_str(run_id),
+        rerun_number=_int(rerun_number),
+        status=RunStatus(_str(status)),
+        workflow_revision=_int(workflow_revision),
+        delivery_id=_str(delivery_id),
+        subscription=_str(subscription),
+        environment=_str(environment),
+        source=_str(source),
+        event_id=_opt_str(event_id),
+        content_digest=_str(content_digest),
+        source_time_ms=_int(source_time_ms),
+        expires_at_ms=_int(expires_at_ms),
+        validity_source_time=_str(validity_source_time),
+        validity_window_ms=_int(validity_window_ms),
+        scope_key=_opt_str(scope_key),
+        sequence=_opt_str(sequence),
+        payload_json=_str(payload_json),
+        slot_names=tuple(_str(name) for name in slot_names),
+        slots=tuple(_decode_slot(slot) for slot in slots),
+        branch_timeout_ms=_int(branch_timeout_ms),
+        retention_ms=_opt_int(retention_ms),
+        rerun_of=_opt_str(rerun_of),
+        rerun_reason=_opt_str(rerun_reason),
+        admitted_at_ms=_int(admitted_at_ms),
+    )
+
+
+def _decode_slot(fields: object) -> SlotState:
+    if not isinstance(fields, list):
+        raise TypeError("a slot must be an array")
+    slot, status, attempt, timeout_at_ms = fields
+    return SlotState(_str(slot), BranchStatus(_str(status)), _int(attempt), _int(timeout_at_ms))
+
+
+# The checks below are cheap isinstance tests; they make a foreign record fail here, loudly,
+# instead of as a confusing TypeError deep inside decide.
+
+
+def _str(value: object) -> str:
+    if not isinstance(value, str):
+        raise TypeError(f"expected a string, got {type(value).__name__}")
+    return value
+
+
+def _opt_str(value: object) -> str | None:
+    return None if value is None else _str(value)
+
+
+def _int(value: object) -> int:
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise TypeError(f"expected an integer, got {type(value).__name__}")
+    return value
+
+
+def _opt_int(value: object) -> int | None:
+    return None if value is None else _int(value)

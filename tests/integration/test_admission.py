@@ -1,0 +1,289 @@
+"""Run admission on the real broker: the seed article's tables and failure checks.
+
+Four deliveries of A (two concurrent, one after completion, one after a processor restart)
+plus B give 2 runs and 6 branch launches, not 15; and every case of "Check the admission
+record under failure".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from schemas.commands import AdmitDelivery, AuthorizeRerun
+from schemas.events import (
+    BranchCompleted,
+    BranchLaunched,
+    BranchRelaunched,
+    DeliveryDeduplicated,
+    DeliveryRejected,
+    OccurrenceConflict,
+    RerunRejected,
+    RunAdmitted,
+    RunStatusChanged,
+)
+from streams.core.identity import rejection_key
+from tests.admission_harness import T0, AdmissionHarness, Outcomes, candle
+
+pytestmark = pytest.mark.integration
+
+SLOTS = 3
+
+
+@pytest.fixture()
+def harness() -> Iterator[AdmissionHarness]:
+    h = AdmissionHarness(partitions=3)
+    h.apply_workflow()
+    yield h
+    h.close()
+
+
+def test_four_deliveries_of_a_and_one_of_b_give_two_runs_and_six_launches(
+    harness: AdmissionHarness,
+) -> None:
+    harness.start_processor()
+    # Two concurrent copies of A: one admission decision, the other answered with its run.
+    first_a = harness.deliver(candle())
+    second_a = harness.deliver(candle())
+    out = harness.wait_for_outcomes(2)
+    (admitted,) = out.of(RunAdmitted)
+    (dedup,) = out.of(DeliveryDeduplicated)
+    assert admitted.delivery_id == first_a.delivery_id
+    assert (dedup.delivery_id, dedup.run_id, dedup.reason) == (
+        second_a.delivery_id,
+        admitted.run_id,
+        "in_flight",
+    )
+    assert len(out.of(BranchLaunched)) == SLOTS
+
+    # The run completes; a third copy is answered with the completed run.
+    for launched in out.of(BranchLaunched):
+        harness.complete(launched)
+    harness.wait_for(
+        lambda o: any(isinstance(r, RunStatusChanged) and r.status == "completed" for r in o.runs)
+    )
+    third_a = harness.deliver(candle())
+    out = harness.wait_for_outcomes(3)
+    assert out.outcome_for(third_a.delivery_id)[0].reason == "completed"
+
+    # A restart: the fourth copy finds the run in state restored from the changelog.
+    processor = harness.restart_processor()
+    fourth_a = harness.deliver(candle())
+    first_b = harness.deliver(candle(candle_open="2026-11-30T12:01:00Z"))
+    out = harness.wait_for_outcomes(5)
+    assert processor.stats.restored_records > 0
+    (fourth,) = out.outcome_for(fourth_a.delivery_id)
+    assert isinstance(fourth, DeliveryDeduplicated)
+    assert (fourth.run_id, fourth.reason) == (admitted.run_id, "completed")
+    (run_b,) = out.outcome_for(first_b.delivery_id)
+    assert isinstance(run_b, RunAdmitted) and run_b.run_id != admitted.run_id
+
+    assert len(out.of(RunAdmitted)) == 2
+    assert len(out.of(BranchLaunched)) == 6
+    assert set(out.launches_per_run().values()) == {SLOTS}
+    # Completions are counted once each, however the worker repeats them.
+    assert len(out.of(BranchCompleted)) == SLOTS
+
+
+def test_repeated_branch_reports_count_once(harness: AdmissionHarness) -> None:
+    harness.start_processor()
+    harness.deliver(candle())
+    out = harness.wait_for(lambda o: len(o.of(BranchLaunched)) == SLOTS)
+    for launched in out.of(BranchLaunched):
+        for _ in range(3):
+            harness.complete(launched)
+    out = harness.wait_for(
+        lambda o: any(isinstance(r, RunStatusChanged) and r.status == "completed" for r in o.runs)
+    )
+    harness.deliver(candle())  # a marker: once its outcome is out, every report was decided
+    out = harness.wait_for_outcomes(2)
+    assert len(out.of(BranchCompleted)) == SLOTS
+    statuses = [r.status for r in out.of(RunStatusChanged)]
+    assert statuses == ["running", "completed"]
+
+
+def test_a_redeploy_between_retries_keeps_the_original_revision(
+    harness: AdmissionHarness,
+) -> None:
+    harness.start_processor()
+    harness.deliver(candle())
+    out = harness.wait_for_outcomes(1)
+    (admitted,) = out.of(RunAdmitted)
+    assert admitted.workflow_revision == 1
+
+    revised = harness.apply_workflow(validity__window="9s")
+    assert revised.revision == 2
+    retry = harness.deliver(candle())
+    out = harness.wait_for_outcomes(2)
+    (dedup,) = out.outcome_for(retry.delivery_id)
+    assert isinstance(dedup, DeliveryDeduplicated) and dedup.run_id == admitted.run_id
+    assert len(out.of(RunAdmitted)) == 1
+    # A new occurrence after the redeploy is admitted under the new revision.
+    harness.deliver(candle(candle_open="2026-11-30T12:01:00Z"))
+    out = harness.wait_for_outcomes(3)
+    assert sorted(r.workflow_revision for r in out.of(RunAdmitted)) == [1, 2]
+
+
+def test_changed_content_under_the_same_identity_is_a_conflict(harness: AdmissionHarness) -> None:
+    harness.start_processor()
+    harness.deliver(candle(event_id="evt-1"))
+    changed = harness.deliver(candle(event_id="evt-1", side="sell", price="96000"))
+    out = harness.wait_for_outcomes(2)
+    (conflict,) = out.outcome_for(changed.delivery_id)
+    assert isinstance(conflict, OccurrenceConflict)
+    (admitted,) = out.of(RunAdmitted)
+    assert conflict.run_id == admitted.run_id
+    assert set(conflict.differing_fields) >= {"side", "price"}
+    assert len(out.of(BranchLaunched)) == SLOTS  # the original run is untouched
+
+
+def test_a_new_candle_with_identical_values_is_a_new_run(harness: AdmissionHarness) -> None:
+    harness.start_processor()
+    harness.deliver(candle())
+    harness.deliver(candle(candle_open="2026-11-30T12:01:00Z"))
+    out = harness.wait_for_outcomes(2)
+    assert len({r.run_id for r in out.of(RunAdmitted)}) == 2
+
+
+def test_rfc3339_and_epoch_ms_copies_are_one_occurrence(harness: AdmissionHarness) -> None:
+    harness.start_processor()
+    harness.deliver(candle())
+    epoch_copy = harness.deliver(candle(candle_open=T0 - 60_000))
+    out = harness.wait_for_outcomes(2)
+    assert isinstance(out.outcome_for(epoch_copy.delivery_id)[0], DeliveryDeduplicated)
+
+
+def test_a_delivery_beyond_the_horizon_is_rejected(harness: AdmissionHarness) -> None:
+    harness.start_processor()
+    old = harness.deliver(candle(candle_open="2026-11-20T12:00:00Z"))  # ten days old; horizon 7d
+    out = harness.wait_for_outcomes(1)
+    (rejected,) = out.outcome_for(old.delivery_id)
+    assert isinstance(rejected, DeliveryRejected) and rejected.reason == "beyond_horizon"
+    assert not out.of(RunAdmitted)
+
+
+def test_one_event_for_two_subscriptions_gives_two_runs(harness: AdmissionHarness) -> None:
+    harness.apply_workflow(subscription="eth-momentum")
+    harness.start_processor()
+    harness.deliver(candle())
+    harness.deliver(candle(), subscription="eth-momentum")
+    out = harness.wait_for_outcomes(2)
+    runs = out.of(RunAdmitted)
+    assert len({r.run_id for r in runs}) == 2
+    assert {r.subscription for r in runs} == {"btc-breakout", "eth-momentum"}
+    assert len(out.of(BranchLaunched)) == 2 * SLOTS
+
+
+def test_paper_and_live_are_separate_destinations(harness: AdmissionHarness) -> None:
+    harness.apply_workflow(environment="live")
+    harness.start_processor()
+    harness.deliver(candle())
+    harness.deliver(candle(), environment="live")
+    out = harness.wait_for_outcomes(2)
+    assert {r.environment for r in out.of(RunAdmitted)} == {"paper", "live"}
+
+
+def test_a_restart_right_after_admission_loses_no_launch(harness: AdmissionHarness) -> None:
+    harness.start_processor()
+    delivery = harness.deliver(candle())
+    harness.wait_for_outcomes(1)
+    harness.stop_processors()  # right after the admission transaction committed
+    harness.start_processor()
+    harness.deliver(candle())
+    out = harness.wait_for_outcomes(2)
+    (admitted,) = out.of(RunAdmitted)
+    assert admitted.delivery_id == delivery.delivery_id
+    assert out.launches_per_run() == {admitted.run_id: SLOTS}
+
+
+def test_only_the_missing_slot_is_relaunched_under_the_same_run(
+    harness: AdmissionHarness,
+) -> None:
+    harness.start_processor()
+    harness.deliver(candle())
+    out = harness.wait_for(lambda o: len(o.of(BranchLaunched)) == SLOTS)
+    launched = sorted(out.of(BranchLaunched), key=lambda b: b.slot)
+    for done in launched[:2]:
+        harness.complete(done)
+    harness.wait_for(lambda o: len(o.of(BranchCompleted)) == 2)
+    harness.clock.advance(31_000)  # past the 30 s branch timeout
+    out = harness.wait_for(lambda o: len(o.of(BranchRelaunched)) >= 1)
+    (relaunch,) = out.of(BranchRelaunched)
+    assert relaunch.slot == launched[2].slot
+    assert relaunch.run_id == launched[2].run_id and relaunch.attempt == 2
+    assert relaunch.expires_at_ms == launched[2].expires_at_ms  # the deadline never stretches
+    harness.complete(relaunch)
+    out = harness.wait_for(
+        lambda o: any(isinstance(r, RunStatusChanged) and r.status == "completed" for r in o.runs)
+    )
+    assert len(out.of(RunAdmitted)) == 1
+    assert len(out.of(BranchLaunched)) == SLOTS
+
+
+def test_an_authorized_rerun_admits_a_linked_run(harness: AdmissionHarness) -> None:
+    harness.start_processor()
+    first = harness.deliver(candle())
+    out = harness.wait_for_outcomes(1)
+    (original,) = out.of(RunAdmitted)
+    harness.send(
+        AuthorizeRerun(
+            request_id="rerun-1",
+            admission_key=first.admission_key,
+            run_id=original.run_id,
+            reason="research: revision 2 on historical data",
+            requested_by="test",
+            requested_at_ms=harness.clock(),
+        )
+    )
+    harness.send(
+        AuthorizeRerun(
+            request_id="rerun-2",
+            admission_key=first.admission_key,
+            run_id="run-does-not-exist",
+            reason="typo",
+            requested_by="test",
+            requested_at_ms=harness.clock(),
+        )
+    )
+    out = harness.wait_for(lambda o: len(o.of(RunAdmitted)) == 2 and o.of(RerunRejected))
+    rerun = next(r for r in out.of(RunAdmitted) if r.rerun_number == 1)
+    assert rerun.rerun_of == original.run_id and rerun.run_id != original.run_id
+    assert out.launches_per_run()[rerun.run_id] == SLOTS
+    # Deliveries keep mapping to the original run.
+    again = harness.deliver(candle())
+    out = harness.wait_for(lambda o: bool(o.outcome_for(again.delivery_id)))
+    assert out.outcome_for(again.delivery_id)[0].run_id == original.run_id
+
+
+def test_unknown_subscription_and_missing_identity_are_rejected(
+    harness: AdmissionHarness,
+) -> None:
+    harness.start_processor()
+    unknown = AdmitDelivery(
+        delivery_id="d-unknown",
+        subscription="nobody",
+        environment="paper",
+        admission_key=rejection_key("nobody", "paper", "d-unknown"),
+        source="tradingview",
+        event_id=None,
+        payload_json="{}",
+        received_at_ms=harness.clock(),
+        channel="publish",
+    )
+    missing = AdmitDelivery(
+        delivery_id="d-missing",
+        subscription="btc-breakout",
+        environment="paper",
+        admission_key=rejection_key("btc-breakout", "paper", "d-missing"),
+        source="tradingview",
+        event_id=None,
+        payload_json='{"instrument":"BTCUSDT"}',
+        received_at_ms=harness.clock(),
+        channel="publish",
+    )
+    harness.send(unknown)
+    harness.send(missing)
+    out: Outcomes = harness.wait_for_outcomes(2)
+    reasons = {r.delivery_id: r.reason for r in out.of(DeliveryRejected)}
+    assert reasons == {"d-unknown": "unknown_subscription", "d-missing": "missing_identity_fields"}

@@ -1,0 +1,62 @@
+"""docker-compose.yml cannot run here (no Docker engine); it must still agree with the
+local defaults, so that the two ways of running the stack stay one stack."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from sluicegate.config import DEFAULT_HTTP, DEFAULT_KAFKA, DEFAULT_PG_DSN, DEFAULT_TOPIC_PREFIX
+from sluicegate.supervisor import COMPONENTS
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def compose() -> dict[str, Any]:
+    data = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
+    assert isinstance(data, dict)
+    return data
+
+
+def host_ports(service: dict[str, Any]) -> set[int]:
+    return {int(str(p).split(":")[0]) for p in service.get("ports", [])}
+
+
+def test_infrastructure_ports_match_local_defaults() -> None:
+    services = compose()["services"]
+    assert int(DEFAULT_KAFKA.rsplit(":", 1)[1]) in host_ports(services["kafka"])
+    assert 5432 in host_ports(services["postgres"])
+    assert int(DEFAULT_HTTP.rsplit(":", 1)[1]) in host_ports(services["ingest"])
+    assert (
+        "PLAINTEXT://127.0.0.1:9092"
+        in services["kafka"]["environment"]["KAFKA_ADVERTISED_LISTENERS"]
+    )
+
+
+def test_postgres_credentials_match_the_default_dsn() -> None:
+    env = compose()["services"]["postgres"]["environment"]
+    user, password, db = env["POSTGRES_USER"], env["POSTGRES_PASSWORD"], env["POSTGRES_DB"]
+    assert f"postgresql://{user}:{password}@127.0.0.1:5432/{db}" == DEFAULT_PG_DSN
+
+
+def test_every_component_is_a_service_with_the_shared_settings() -> None:
+    services = compose()["services"]
+    for name in COMPONENTS:
+        if name == "worker":
+            continue  # the demo branch worker stands in for the user's own workers
+        service = services[name]
+        assert service["command"][:2] == ["sluicegate", name]
+        env = service["environment"]
+        assert env["SLUICEGATE_TOPIC_PREFIX"] == DEFAULT_TOPIC_PREFIX
+        assert env["SLUICEGATE_PG_DSN"].endswith("@postgres:5432/sluicegate")
+        assert env["SLUICEGATE_KAFKA"] == "kafka:19092"
+        assert {"kafka", "postgres"} <= set(service["depends_on"])
+
+
+def test_transactions_work_on_the_single_node() -> None:
+    env = compose()["services"]["kafka"]["environment"]
+    assert env["KAFKA_TRANSACTION_STATE_LOG_REPLICATION_FACTOR"] == 1
+    assert env["KAFKA_TRANSACTION_STATE_LOG_MIN_ISR"] == 1
+    assert env["KAFKA_AUTO_CREATE_TOPICS_ENABLE"] == "false"
