@@ -73,6 +73,8 @@ def encode(record: object) -> bytes:
     values = schema.values(record)
     for i in schema.long_indices:
         value = values[i]
+        if value is None and schema.field_kinds[i] == "optional_long":
+            continue
         if type(value) is not int or not _AVRO_LONG_MIN <= value <= _AVRO_LONG_MAX:
             raise InvalidRecord(
                 f"{schema.name}.{schema.field_names[i]} must be an int in the signed 64-bit "
@@ -207,8 +209,10 @@ def _checked(name: str, field: str, kind: str, value: object) -> object:
         return value
     if kind == "optional_string" and (value is None or isinstance(value, str)):
         return value
+    if kind == "optional_long" and value is None:
+        return value
     if (
-        kind == "long"
+        kind in ("long", "optional_long")
         and isinstance(value, int)
         and not isinstance(value, bool)
         and _AVRO_LONG_MIN <= value <= _AVRO_LONG_MAX

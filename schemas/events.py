@@ -71,6 +71,9 @@ class RunAdmitted:
     rerun_of: str | None
     rerun_reason: str | None
     admitted_at_ms: int
+    # v2: the retention horizon the run was admitted under, so that eviction can be derived
+    # from the events alone. Absent (None) in v1 records: those are never evicted.
+    retention_ms: int | None = None
 
 
 @dataclass(frozen=True)

@@ -92,12 +92,13 @@ FINGERPRINT_ALGORITHM = "CRC-64-AVRO"
 MAGIC = b"\xc3\x01"
 HEADER_LENGTH = len(MAGIC) + 8
 
-FieldKind = Literal["string", "long", "optional_string", "string_array"]
+FieldKind = Literal["string", "long", "optional_string", "optional_long", "string_array"]
 
 _KIND_BY_TYPE: dict[object, FieldKind] = {
     str: "string",
     int: "long",
     str | None: "optional_string",
+    int | None: "optional_long",
     tuple[str, ...]: "string_array",
 }
 
@@ -105,6 +106,7 @@ AVRO_TYPE_BY_KIND: Mapping[FieldKind, object] = {
     "string": "string",
     "long": "long",
     "optional_string": ["null", "string"],
+    "optional_long": ["null", "long"],
     "string_array": {"type": "array", "items": "string"},
 }
 """The Avro type each dataclass field kind is written as in an ``.avsc``."""
@@ -215,7 +217,7 @@ def field_kinds_of(cls: type[Record]) -> tuple[tuple[str, FieldKind], ...]:
         if kind is None:
             raise SchemaMismatch(
                 f"{cls.__name__}.{field.name}: type {hints[field.name]!r} has no Avro "
-                "mapping; use str, int, str | None or tuple[str, ...]"
+                "mapping; use str, int, str | None, int | None or tuple[str, ...]"
             )
         result.append((field.name, kind))
     return tuple(result)
@@ -256,7 +258,8 @@ def mirror_problems(cls: type[Record], raw: Mapping[str, Any]) -> list[str]:
                 f"{name}.{field_name}: type must be {json.dumps(want)} for {kind}, "
                 f"got {json.dumps(field.get('type'))}"
             )
-        if kind == "optional_string" and ("default" not in field or field["default"] is not None):
+        optional = kind in ("optional_string", "optional_long")
+        if optional and ("default" not in field or field["default"] is not None):
             problems.append(f'{name}.{field_name}: optional field needs "default": null')
     return problems
 
@@ -395,7 +398,7 @@ def _load_record(record_cls: type[Record], path: Path, released_dir: Path) -> Re
         field_names=names,
         field_kinds=tuple(k for _, k in kinds),
         values=_values_getter(names),
-        long_indices=tuple(i for i, (_, k) in enumerate(kinds) if k == "long"),
+        long_indices=tuple(i for i, (_, k) in enumerate(kinds) if k in ("long", "optional_long")),
         tuple_indices=tuple(i for i, (_, k) in enumerate(kinds) if k == "string_array"),
         tuple_fields=tuple(n for n, k in kinds if k == "string_array"),
         defaults=defaults,

@@ -42,6 +42,9 @@ INTERVAL_FORMS = "use 1m, 5m, 15m, 1h, 4h, 1d, 1w"
 # be formatted back, so such a value is almost certainly a unit mistake (microseconds).
 MAX_EPOCH_MS = 253_402_300_799_999
 
+MAX_INTERVAL_MS = 366 * MS_PER_DAY
+"""Longest accepted candle interval; anything longer is a unit mistake, not a candle."""
+
 _DURATION_UNITS = {
     "ms": 1,
     "s": MS_PER_SECOND,
@@ -173,7 +176,8 @@ def parse_interval(value: object) -> int:
     """Return a candle interval in milliseconds (``"1m"`` -> ``60000``; ``"1w"`` -> a week).
 
     Also accepts TradingView's interval strings: bare digits are minutes (``"60"`` -> 1h),
-    ``"D"``/``"1D"`` days and ``"W"``/``"1W"`` weeks. Zero and months are refused.
+    ``"D"``/``"1D"`` days and ``"W"``/``"1W"`` weeks. Zero, months and intervals longer than
+    366 days are refused.
     """
     if isinstance(value, str):
         text = value.strip()
@@ -188,6 +192,6 @@ def parse_interval(value: object) -> int:
             if tv is not None:
                 count = int(tv.group(1) or "1")
                 ms = count * (MS_PER_DAY if tv.group(2) == "D" else MS_PER_WEEK)
-        if ms is not None and ms > 0:
+        if ms is not None and 0 < ms <= MAX_INTERVAL_MS:
             return ms
     raise InvalidValue(f"{_quote(value)} is not a candle interval ({INTERVAL_FORMS})")

@@ -169,7 +169,9 @@ def test_parse_interval(text: str, ms: int) -> None:
     assert parse_interval(text) == ms
 
 
-@pytest.mark.parametrize("bad", ["0m", "1M", "1mo", "", "m", "1.5h", "0", 60, None, "1y"])
+@pytest.mark.parametrize(
+    "bad", ["0m", "367d", "999999w", "1M", "1mo", "", "m", "1.5h", "0", 60, None, "1y"]
+)
 def test_parse_interval_refuses(bad: object) -> None:
     with pytest.raises(InvalidValue, match="candle interval"):
         parse_interval(bad)

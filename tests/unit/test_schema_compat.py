@@ -284,7 +284,8 @@ class RunAdmittedNext:
     rerun_of: str | None
     rerun_reason: str | None
     admitted_at_ms: int
-    channel: str
+    retention_ms: int | None = None
+    channel: str = "unknown"
 
 
 RunAdmittedNext.__name__ = RunAdmittedNext.__qualname__ = "RunAdmitted"
@@ -312,19 +313,20 @@ def test_release_tool_releases_a_changed_schema_and_old_fixtures_still_decode(
 
     registry = Registry.load(avro, released, classes)
     pending = release_schemas.pending(registry, released, fixtures)
-    assert [(p.name, p.version) for p in pending] == [("RunAdmitted", 2)]
+    assert [(p.name, p.version) for p in pending] == [("RunAdmitted", 3)]
     release_schemas.release(pending)
-    assert (released / "RunAdmitted" / "v2.avsc").read_bytes() == (
+    assert (released / "RunAdmitted" / "v3.avsc").read_bytes() == (
         avro / "RunAdmitted.avsc"
     ).read_bytes()
 
     registry = Registry.load(avro, released, classes)
     assert release_schemas.pending(registry, released, fixtures) == []
-    assert registry.by_class[RunAdmittedNext].version == 2
+    assert registry.by_class[RunAdmittedNext].version == 3
     monkeypatch.setattr(registry_module, "_REGISTRY", registry)
     old = decode((fixtures / "RunAdmitted" / "v1.bin").read_bytes())
-    new = decode((fixtures / "RunAdmitted" / "v2.bin").read_bytes())
+    new = decode((fixtures / "RunAdmitted" / "v3.bin").read_bytes())
     assert isinstance(old, RunAdmittedNext) and old.channel == "unknown"
+    assert old.retention_ms is None
     assert isinstance(new, RunAdmittedNext) and new.channel == "channel:example"
     assert old.run_id == new.run_id == "run_id:example"
 

@@ -24,6 +24,7 @@ EXPECTED_AVRO_TYPE: dict[object, object] = {
     str: "string",
     int: "long",
     str | None: ["null", "string"],
+    int | None: ["null", "long"],
     tuple[str, ...]: {"type": "array", "items": "string"},
 }
 
@@ -62,7 +63,7 @@ def test_avsc_mirrors_dataclass(cls: type[Any]) -> None:
     for avro_field, field in zip(schema["fields"], fields, strict=True):
         where = f"{cls.__name__}.{field.name}"
         assert avro_field["type"] == EXPECTED_AVRO_TYPE[hints[field.name]], where
-        optional = hints[field.name] == (str | None)
+        optional = hints[field.name] in (str | None, int | None)
         if optional:
             assert "default" in avro_field and avro_field["default"] is None, where
         elif "default" in avro_field:

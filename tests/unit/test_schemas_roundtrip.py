@@ -53,6 +53,7 @@ _STRATEGY_BY_TYPE: dict[object, st.SearchStrategy[Any]] = {
     str: st.text(),
     int: st.integers(min_value=AVRO_LONG_MIN, max_value=AVRO_LONG_MAX),
     str | None: st.none() | st.text(),
+    int | None: st.none() | st.integers(min_value=AVRO_LONG_MIN, max_value=AVRO_LONG_MAX),
     tuple[str, ...]: st.lists(st.text(), max_size=5).map(tuple),
 }
 

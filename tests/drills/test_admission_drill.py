@@ -1,0 +1,224 @@
+"""kill -9 drills of the admission processor: count runs, launches and outcomes afterwards.
+
+A stream of deliveries (a quarter of them duplicates of earlier occurrences) is produced
+while processor *processes* (``sluicegate processor``) are killed with SIGKILL and restarted,
+or join and leave the group. Afterwards, read back with a read_committed consumer, there must
+be exactly one ``RunAdmitted`` per admission key, exactly slots x runs ``BranchLaunched``, and
+exactly one outcome per delivery.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from schemas.codec import decode
+from schemas.events import BranchLaunched, RunAdmitted
+from sluicegate.config import Settings
+from streams.deliveries import DeliveryProducer, build_delivery
+from tests.admission_harness import OUTCOMES, AdmissionHarness, candle
+from tests.kafka_helpers import read_topic, wait_until
+
+pytestmark = pytest.mark.drill
+
+ROOT = Path(__file__).resolve().parents[2]
+SLOTS = 3
+
+
+class ProcessorProcess:
+    """``sluicegate processor`` as a child process we can SIGKILL."""
+
+    def __init__(self, settings: Settings, instance_id: str, log_dir: Path) -> None:
+        self.settings = settings
+        self.instance_id = instance_id
+        self.log_path = log_dir / f"{instance_id}.log"
+        self.process: subprocess.Popen[bytes] | None = None
+        self.kills = 0
+
+    def start(self) -> None:
+        env = dict(os.environ)
+        env.update(
+            SLUICEGATE_TOPIC_PREFIX=self.settings.topic_prefix,
+            SLUICEGATE_PARTITIONS=str(self.settings.partitions),
+            SLUICEGATE_STATE_DIR=str(self.settings.state_dir),
+        )
+        with self.log_path.open("ab") as log:
+            self.process = subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "sluicegate.cli",
+                    "processor",
+                    "--instance-id",
+                    self.instance_id,
+                ],
+                cwd=ROOT,
+                env=env,
+                stdout=log,
+                stderr=log,
+            )
+
+    def kill9(self) -> None:
+        assert self.process is not None
+        self.process.send_signal(signal.SIGKILL)
+        self.process.wait(30)
+        self.kills += 1
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(30)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+
+def plan(total: int, duplicate_share: float, seed: int) -> list[dict[str, object]]:
+    """``total`` delivery bodies; ``duplicate_share`` of them repeat an earlier occurrence."""
+    rng = random.Random(seed)
+    distinct = int(total * (1 - duplicate_share))
+    bodies = [candle(event_id=f"evt-{i:06d}") for i in range(distinct)]
+    out: list[dict[str, object]] = []
+    originals = iter(bodies)
+    sent: list[dict[str, object]] = []
+    while len(out) < total:
+        if sent and (len(sent) >= distinct or rng.random() < duplicate_share):
+            out.append(rng.choice(sent))
+        else:
+            body = next(originals)
+            sent.append(body)
+            out.append(body)
+    return out
+
+
+class Stream:
+    """Produces the planned deliveries at a steady pace from a background thread."""
+
+    def __init__(self, harness: AdmissionHarness, bodies: list[dict[str, object]], rate: int):
+        self.harness = harness
+        self.bodies = bodies
+        self.rate = rate
+        self.delivery_ids: list[str] = []
+        self.keys: set[str] = set()
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        workflow = self.harness.table.lookup("btc-breakout", "paper")
+        assert workflow is not None
+        producer = DeliveryProducer(self.harness.settings, client_id="drill")
+        started = time.monotonic()
+        for n, body in enumerate(self.bodies):
+            delivery = build_delivery(
+                workflow,
+                body,
+                delivery_id=f"d-{n:06d}",
+                received_at_ms=int(time.time() * 1000),
+                channel="publish",
+            )
+            producer.send(delivery)
+            self.delivery_ids.append(delivery.delivery_id)
+            self.keys.add(delivery.admission_key)
+            ahead = (n + 1) / self.rate - (time.monotonic() - started)
+            if ahead > 0:
+                time.sleep(ahead)
+        producer.flush(60)
+        self.done.set()
+
+
+def verify(harness: AdmissionHarness, stream: Stream, timeout_s: float = 240) -> dict[str, int]:
+    """Wait for every delivery's outcome, then count everything; assert exactly-once."""
+    settings = harness.settings
+    expected = len(stream.delivery_ids)
+
+    def outcome_count() -> bool:
+        return count_outcomes(settings) >= expected
+
+    wait_until(outcome_count, timeout_s=timeout_s, interval_s=2.0)
+    runs = [decode(m.value() or b"") for m in read_topic(settings, settings.topic("runs"))]
+    tasks = [decode(m.value() or b"") for m in read_topic(settings, settings.topic("tasks"))]
+    outcomes = Counter(r.delivery_id for r in runs if isinstance(r, OUTCOMES))
+    admitted = Counter(r.admission_key for r in runs if isinstance(r, RunAdmitted))
+    launches = Counter((t.run_id, t.slot) for t in tasks if isinstance(t, BranchLaunched))
+
+    assert set(outcomes) == set(stream.delivery_ids), "a delivery lost its outcome"
+    assert set(outcomes.values()) == {1}, "a delivery got more than one outcome"
+    assert set(admitted) == stream.keys, "an occurrence was not admitted"
+    assert set(admitted.values()) == {1}, "an occurrence was admitted twice"
+    assert len(launches) == SLOTS * len(admitted) and set(launches.values()) == {1}
+    return {
+        "deliveries": expected,
+        "outcomes": sum(outcomes.values()),
+        "runs_admitted": sum(admitted.values()),
+        "branch_launches": sum(launches.values()),
+        "duplicates": expected - sum(admitted.values()),
+    }
+
+
+def count_outcomes(settings: Settings) -> int:
+    return sum(
+        1
+        for m in read_topic(settings, settings.topic("runs"))
+        if decode(m.value() or b"").__class__ in OUTCOMES
+    )
+
+
+@pytest.fixture()
+def drill_harness(tmp_path: Path) -> Iterator[AdmissionHarness]:
+    harness = AdmissionHarness(partitions=6)
+    harness.apply_workflow(branch_timeout="1h")  # no relaunches: the drill counts launches
+    yield harness
+    harness.close()
+
+
+def test_ten_kill9_during_a_50k_stream_with_25_percent_duplicates(
+    drill_harness: AdmissionHarness, tmp_path: Path
+) -> None:
+    bodies = plan(50_000, 0.25, seed=11)
+    stream = Stream(drill_harness, bodies, rate=1_500)
+    processor = ProcessorProcess(drill_harness.settings, "drill-1", tmp_path)
+    processor.start()
+    stream.thread.start()
+    started = time.monotonic()
+    while processor.kills < 10 or not stream.done.is_set():
+        time.sleep(2.5)
+        if processor.kills < 10:
+            processor.kill9()  # SIGKILL: no clean shutdown, an open transaction is left behind
+            processor.start()
+    counts = verify(drill_harness, stream)
+    processor.stop()
+    elapsed = time.monotonic() - started
+    print(f"\ndrill kill9: {counts}, kills={processor.kills}, {elapsed:.1f} s", file=sys.stderr)
+    assert processor.kills >= 10
+    assert counts["runs_admitted"] == len(stream.keys)
+
+
+def test_a_second_instance_joins_and_one_leaves_mid_stream(
+    drill_harness: AdmissionHarness, tmp_path: Path
+) -> None:
+    bodies = plan(20_000, 0.25, seed=12)
+    stream = Stream(drill_harness, bodies, rate=1_500)
+    first = ProcessorProcess(drill_harness.settings, "join-1", tmp_path)
+    second = ProcessorProcess(drill_harness.settings, "join-2", tmp_path)
+    first.start()
+    stream.thread.start()
+    time.sleep(4)
+    second.start()  # joins: the group rebalances, partitions move with their state
+    time.sleep(5)
+    first.kill9()  # leaves without a goodbye: its partitions move after the session timeout
+    stream.done.wait(120)
+    counts = verify(drill_harness, stream)
+    second.stop()
+    print(f"\ndrill join/leave: {counts}", file=sys.stderr)
+    assert counts["runs_admitted"] == len(stream.keys)
