@@ -222,3 +222,25 @@ def test_a_second_instance_joins_and_one_leaves_mid_stream(
     second.stop()
     print(f"\ndrill join/leave: {counts}", file=sys.stderr)
     assert counts["runs_admitted"] == len(stream.keys)
+
+
+def test_admission_throughput_on_a_backlog(
+    drill_harness: AdmissionHarness, tmp_path: Path
+) -> None:
+    """Reports deliveries/s for a 20,000-delivery backlog (25% duplicates); asserts only
+    exactly-once, never speed (the machine is shared)."""
+    bodies = plan(20_000, 0.25, seed=13)
+    stream = Stream(drill_harness, bodies, rate=1_000_000)
+    stream.thread.start()
+    assert stream.done.wait(120)
+    processor = ProcessorProcess(drill_harness.settings, "bench-1", tmp_path)
+    started = time.monotonic()
+    processor.start()
+    counts = verify(drill_harness, stream)
+    elapsed = time.monotonic() - started
+    processor.stop()
+    print(
+        f"\nadmission throughput: {counts['deliveries']} deliveries in {elapsed:.1f} s "
+        f"(incl. process start and read-back) = {counts['deliveries'] / elapsed:.0f}/s; {counts}",
+        file=sys.stderr,
+    )
