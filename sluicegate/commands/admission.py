@@ -58,8 +58,15 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="stable id of this instance (default $SLUICEGATE_INSTANCE_ID or processor-1); "
         "reuse it on restart, never run two live instances with one id",
     )
-    processor.add_argument("--batch-size", type=int, default=1000)
-    processor.add_argument("--commit-interval-ms", type=int, default=100)
+    processor.add_argument(
+        "--batch-size", type=int, default=2000, help="most records in one transaction"
+    )
+    processor.add_argument(
+        "--commit-interval-ms",
+        type=int,
+        default=100,
+        help="target time of one transaction; batches are sized to commit about this often",
+    )
     processor.set_defaults(func=cmd_processor)
 
 

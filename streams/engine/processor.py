@@ -60,6 +60,7 @@ _FENCED = {
     KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
 }
 _RETRIES = 8
+_MIN_BATCH = 20
 _RESTORE_TIMEOUT_S = 90.0
 
 
@@ -107,7 +108,7 @@ class Processor(Generic[S, C, E]):
         *,
         instance_id: str,
         clock: Callable[[], int] = wall_clock_ms,
-        batch_size: int = 1000,
+        batch_size: int = 2000,
         commit_interval_ms: int = 100,
         timer_batch: int = 500,
         transaction_timeout_ms: int = 10_000,
@@ -122,6 +123,10 @@ class Processor(Generic[S, C, E]):
         self.timer_batch = timer_batch
         self.stop_event = stop or threading.Event()
         self.stats = ProcessorStats()
+        # Records per batch, adapted so that a batch (decide + produce + commit) takes about
+        # one commit interval: commits stay frequent under backlog, without ever consuming
+        # while a transaction is open (rebalance callbacks only run between transactions).
+        self._budget = batch_size
         self.dead_letter_topic = settings.topic("dead-letters")
         self._state_dir = Path(settings.state_dir) / app.name / instance_id
         self._stores: dict[int, PartitionStore] = {}
@@ -205,7 +210,7 @@ class Processor(Generic[S, C, E]):
 
     def step(self) -> None:
         """Consume one batch and commit it (or nothing, if there was nothing to do)."""
-        messages = self._consumer.consume(self.batch_size, timeout=self.commit_interval_s)
+        messages = self._consumer.consume(self._budget, timeout=self.commit_interval_s)
         inputs = [i for i in (self._read(m) for m in messages) if i is not None]
         self.app.prepare([i.record for i in inputs if i.record is not None], self.clock())
         now = self.clock()
@@ -217,6 +222,7 @@ class Processor(Generic[S, C, E]):
         if not inputs and not due:
             return
 
+        began = time.monotonic()
         try:
             self._producer.begin_transaction()
         except KafkaException as e:
@@ -251,10 +257,17 @@ class Processor(Generic[S, C, E]):
             raise
         for store in self._stores.values():
             store.apply()
+        self._adapt_budget(len(inputs) + len(due), time.monotonic() - began)
         self.stats.batches += 1
         self.stats.records += len(inputs)
         self.stats.events += events
         self.stats.timers_fired += len(due)
+
+    def _adapt_budget(self, handled: int, seconds: float) -> None:
+        if handled < self._budget or seconds <= 0:
+            return  # a partial batch says nothing about how many would fit
+        fitting = int(handled * self.commit_interval_s / seconds)
+        self._budget = max(_MIN_BATCH, min(self.batch_size, (self._budget + fitting) // 2))
 
     def _read(self, msg: Message) -> _Input | None:
         err = msg.error()
