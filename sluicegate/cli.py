@@ -21,6 +21,8 @@ COMMAND_MODULES: tuple[str, ...] = (
     "sluicegate.commands.admission",
     "sluicegate.commands.ingest",
     "sluicegate.commands.worker",
+    "sluicegate.commands.read",
+    "sluicegate.commands.projections",
 )
 
 

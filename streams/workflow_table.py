@@ -85,26 +85,29 @@ class WorkflowTable:
                         f"reading {self._topic} did not reach offset {high} in {timeout_s:.0f} s"
                     )
                 msg = self._consumer.poll(0.2)
-                if msg is not None and self._take(msg):
+                # An end-of-partition event may be left over from an earlier read: it ends
+                # this catch-up only if it is at or past the end offset asked for now.
+                end = None if msg is None else self._take(msg)
+                if end is not None and end >= high:
                     break
 
-    def _take(self, msg: Message) -> bool:
-        """Apply one record; True at the end of the partition."""
+    def _take(self, msg: Message) -> int | None:
+        """Apply one record; at an end-of-partition event return its offset, else None."""
         err = msg.error()
         if err is not None:
             if err.code() == KafkaError._PARTITION_EOF:
-                return True
+                return msg.offset() or 0
             raise KafkaUnavailable(f"reading {self._topic}: {err.str()}")
         value = msg.value()
         if value is None:
-            return False
+            return None
         record = decode(value)
         if isinstance(record, WorkflowRevised):
             key = (record.subscription, record.environment)
             current = self._latest.get(key)
             if current is None or record.revision >= current.revision:
                 self._latest[key] = record
-        return False
+        return None
 
     def _end_offset(self, deadline: float) -> int:
         """The topic's end offset, retrying transient errors (a new topic has no leader yet)."""

@@ -1,0 +1,9 @@
+"""The webhook front door: ``POST /v1/hooks/{subscription}`` to the ``deliveries`` topic.
+
+Modules: :mod:`~consumers.ingest.app` (the aiohttp application and its request steps),
+:mod:`~consumers.ingest.auth` (signatures and tokens, pure), :mod:`~consumers.ingest.parsing`
+(JSON and TradingView bodies), :mod:`~consumers.ingest.producer` (awaitable broker acks),
+:mod:`~consumers.ingest.outcomes` (``?wait=``), :mod:`~consumers.ingest.workflows` (the
+workflow table without blocking the loop), :mod:`~consumers.ingest.settings`,
+:mod:`~consumers.ingest.errors` and :mod:`~consumers.ingest.server` (``sluicegate ingest``).
+"""

@@ -1,0 +1,177 @@
+"""Errors of the webhook front door.
+
+Two kinds:
+
+- :class:`RequestRefused` and its subclasses are *answers*: a request the front door refuses
+  on purpose. Each carries the HTTP status, a stable machine-readable ``code``, a message
+  for the sender and, where several things are wrong at once, ``problems`` (one
+  ``{"field", "message"}`` per problem). None of them is ever raised after anything was
+  produced to Kafka, and none of their messages contains a secret, a token or a body value.
+- :class:`IngestSettingsError` is an operator error at start-up (a bad ``SLUICEGATE_INGEST_*``
+  value); the CLI prints it and exits non-zero.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from consumers.errors import ConsumersError
+
+
+class IngestError(ConsumersError):
+    """Root of every error the ingest package raises on purpose."""
+
+
+class IngestSettingsError(IngestError):
+    """A ``SLUICEGATE_INGEST_*`` setting has a value ingest cannot use; the message names it."""
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One thing wrong with a request: where (``field``) and what (``message``)."""
+
+    field: str
+    message: str
+
+    def as_json(self) -> dict[str, str]:
+        return {"field": self.field, "message": self.message}
+
+
+class RequestRefused(IngestError):
+    """A request answered with a 4xx/5xx error body ``{"error": {code, message, problems}}``."""
+
+    status: int = 400
+    code: str = "bad_request"
+
+    def __init__(
+        self,
+        message: str,
+        problems: Sequence[Problem] = (),
+        *,
+        headers: Mapping[str, str] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.problems: tuple[Problem, ...] = tuple(problems)
+        self.headers: dict[str, str] = dict(headers or {})
+
+    def body(self) -> dict[str, object]:
+        """The JSON error body of the contract."""
+        return {
+            "error": {
+                "code": self.code,
+                "message": self.message,
+                "problems": [p.as_json() for p in self.problems],
+            }
+        }
+
+
+class BadRequest(RequestRefused):
+    """The HTTP message itself is broken (e.g. a malformed chunked body)."""
+
+    status = 400
+    code = "bad_request"
+
+
+class NotFound(RequestRefused):
+    """No such route, or no workflow for the subscription and environment."""
+
+    status = 404
+    code = "not_found"
+
+
+class UnknownSubscription(NotFound):
+    """No workflow is applied for this subscription in this environment."""
+
+    code = "unknown_subscription"
+
+
+class MethodNotAllowed(RequestRefused):
+    """The route exists but not for this HTTP method."""
+
+    status = 405
+    code = "method_not_allowed"
+
+
+class RequestTimeout(RequestRefused):
+    """The client did not finish sending its body in time."""
+
+    status = 408
+    code = "request_timeout"
+
+
+class Unauthorized(RequestRefused):
+    """Missing, malformed, wrong, expired or replayed credentials, or unset secrets."""
+
+    status = 401
+    code = "unauthorized"
+
+
+class PayloadTooLarge(RequestRefused):
+    """The body is larger than ``SLUICEGATE_INGEST_MAX_BODY_BYTES``."""
+
+    status = 413
+    code = "payload_too_large"
+
+
+class UnsupportedMediaType(RequestRefused):
+    """The body is neither ``application/json`` nor ``text/plain`` (or not UTF-8)."""
+
+    status = 415
+    code = "unsupported_media_type"
+
+
+class InvalidRequest(RequestRefused):
+    """The request is readable but wrong: bad query parameter, body or identity fields."""
+
+    status = 422
+    code = "invalid_request"
+
+
+class InvalidEnvironment(InvalidRequest):
+    """``?env=`` is not one of the environments."""
+
+    code = "invalid_environment"
+
+
+class InvalidBody(InvalidRequest):
+    """The body is not a JSON object, nor TradingView-style ``key=value`` text."""
+
+    code = "invalid_body"
+
+
+class MissingIdentityFields(InvalidRequest):
+    """The workflow's identity or source-time fields are missing or unreadable."""
+
+    code = "invalid_identity"
+
+
+class KafkaUnavailable(RequestRefused):
+    """Kafka did not acknowledge in time (or could not be asked); the sender should retry.
+
+    The delivery may still be written after this answer: a librdkafka message cannot be
+    recalled once queued. That is safe because the sender's retry is a new delivery of the
+    same occurrence, which admission deduplicates.
+    """
+
+    status = 503
+    code = "kafka_unavailable"
+
+    def __init__(
+        self,
+        message: str,
+        problems: Sequence[Problem] = (),
+        *,
+        headers: Mapping[str, str] | None = None,
+    ) -> None:
+        super().__init__(message, problems, headers=headers)
+        # TradingView ignores it, but other senders back off by it.
+        self.headers.setdefault("Retry-After", "2")
+
+
+class InternalError(RequestRefused):
+    """A fault of the server itself; logged with its traceback, never caused by input."""
+
+    status = 500
+    code = "internal_error"

@@ -1,0 +1,213 @@
+"""Reading a webhook body into a payload (a flat JSON object's worth of fields).
+
+Accepted, by ``Content-Type`` (UTF-8 only):
+
+- ``application/json`` (and ``application/*+json``): a JSON object. Anything else — an array,
+  a string, malformed JSON — is refused.
+- ``text/plain``: what TradingView sends when the alert message is not valid JSON. If the
+  text is a JSON object it is read as one (some senders label JSON as text); otherwise it is
+  read as ``key=value`` pairs separated by newlines, commas, semicolons or whitespace, e.g.
+  ``instrument={{ticker}} interval={{interval}} candle_open={{time}}``. A value with a
+  separator in it is written in double quotes (``note="two words"``, with ``\\"`` and ``\\\\``
+  escapes). Values of text bodies are strings.
+
+Keys are then matched to the workflow's declared field names: a key that is not exactly a
+declared name but equals one ignoring case and ``-``/space versus ``_`` (``Instrument``,
+``candle-open``) is renamed to it, unless the exact name is present too. Nothing else is
+renamed, dropped or converted here; the workflow's identity rules decide what is required.
+
+Every refusal is a :class:`~consumers.ingest.errors.RequestRefused` whose messages never
+quote the body (it may hold a token).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+import orjson
+
+from consumers.ingest.errors import InvalidBody, Problem, UnsupportedMediaType
+from schemas.events import WorkflowRevised
+from streams.core.workflow import CANDLE_CLOSE, CANDLE_OPEN_FIELD, INTERVAL_FIELD
+
+JSON = "json"
+TEXT = "text"
+
+_UTF8_BOM = b"\xef\xbb\xbf"
+_SEPARATORS = frozenset(" \t\r\n,;\f\v")
+_KEY = re.compile(r"[^\s=,;\"]+")
+
+
+def body_kind(content_type: str, charset: str | None) -> str:
+    """``JSON`` or ``TEXT`` for an accepted media type, else :class:`UnsupportedMediaType`."""
+    media = content_type.strip().lower()
+    if charset is not None and charset.strip().lower() not in ("utf-8", "utf8", "us-ascii"):
+        raise UnsupportedMediaType(
+            "only UTF-8 bodies are accepted: send charset=utf-8 or no charset"
+        )
+    if media == "application/json" or (
+        media.startswith("application/") and media.endswith("+json")
+    ):
+        return JSON
+    if media == "text/plain":
+        return TEXT
+    raise UnsupportedMediaType(
+        "send the body as Content-Type: application/json (a JSON object) or text/plain "
+        "(a JSON object or key=value pairs)"
+    )
+
+
+def parse_body(raw: bytes, kind: str) -> dict[str, object]:
+    """The payload of a body of ``kind``; :class:`InvalidBody` lists what is wrong."""
+    if raw.startswith(_UTF8_BOM):
+        raw = raw[len(_UTF8_BOM) :]
+    if kind == JSON:
+        return _json_object(raw)
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise InvalidBody(
+            "the body is not UTF-8 text", [Problem("body", "not valid UTF-8")]
+        ) from None
+    stripped = text.strip()
+    if not stripped:
+        raise InvalidBody("the body is empty", [Problem("body", "empty")])
+    if stripped[0] in "{[":
+        return _json_object(stripped.encode("utf-8"))
+    return parse_pairs(stripped)
+
+
+def _json_object(raw: bytes) -> dict[str, object]:
+    if not raw.strip():
+        raise InvalidBody("the body is empty", [Problem("body", "empty")])
+    try:
+        value = orjson.loads(raw)
+    except orjson.JSONDecodeError as e:
+        # orjson's message gives a position, never the text around it.
+        raise InvalidBody(
+            "the body is not valid JSON", [Problem("body", f"malformed JSON: {e}")]
+        ) from None
+    if not isinstance(value, dict):
+        raise InvalidBody(
+            "the body must be a JSON object",
+            [Problem("body", f"expected a JSON object, got {_json_type(value)}")],
+        )
+    return value
+
+
+def _json_type(value: object) -> str:
+    if isinstance(value, list):
+        return "an array"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    return "null"
+
+
+def parse_pairs(text: str) -> dict[str, object]:
+    """``key=value`` pairs (see the module docstring); :class:`InvalidBody` on bad items."""
+    pairs: dict[str, object] = {}
+    problems: list[Problem] = []
+    i, n, item = 0, len(text), 0
+    while True:
+        while i < n and text[i] in _SEPARATORS:
+            i += 1
+        if i >= n:
+            break
+        item += 1
+        match = _KEY.match(text, i)
+        j = match.end() if match else i
+        key = text[i:j]
+        k = j
+        while k < n and text[k] in " \t":
+            k += 1
+        if not key or k >= n or text[k] != "=":
+            problems.append(Problem("body", f"item {item} is not key=value"))
+            # Skip to the next separator so one bad item does not hide the rest.
+            i = max(j, i + 1)
+            while i < n and text[i] not in _SEPARATORS:
+                i += 1
+            continue
+        k += 1
+        while k < n and text[k] in " \t":
+            k += 1
+        if k < n and text[k] == '"':
+            value, i, closed = _quoted(text, k + 1)
+            if not closed:
+                problems.append(Problem(key, "unterminated quoted value"))
+                break
+        else:
+            end = k
+            while end < n and text[end] not in _SEPARATORS:
+                end += 1
+            value, i = text[k:end], end
+        if key in pairs:
+            problems.append(Problem(key, "given more than once"))
+        else:
+            pairs[key] = value
+    if problems:
+        raise InvalidBody("the text body is not valid key=value pairs", problems)
+    if not pairs:
+        raise InvalidBody("the body is empty", [Problem("body", "empty")])
+    return pairs
+
+
+def _quoted(text: str, i: int) -> tuple[str, int, bool]:
+    out: list[str] = []
+    n = len(text)
+    while i < n:
+        ch = text[i]
+        if ch == "\\" and i + 1 < n:
+            out.append(text[i + 1])
+            i += 2
+        elif ch == '"':
+            return "".join(out), i + 1, True
+        else:
+            out.append(ch)
+            i += 1
+    return "".join(out), i, False
+
+
+def declared_fields(workflow: WorkflowRevised) -> tuple[str, ...]:
+    """Every payload field name the workflow refers to, plus ``source``."""
+    names: list[str] = ["source"]
+    if workflow.identity_event_id_field:
+        names.append(workflow.identity_event_id_field)
+    names.extend(workflow.identity_derived_fields)
+    names.extend(workflow.immutable_fields)
+    if workflow.validity_source_time == CANDLE_CLOSE:
+        names.extend((CANDLE_OPEN_FIELD, INTERVAL_FIELD))
+    else:
+        names.append(workflow.validity_source_time)
+    names.extend(workflow.scope_fields)
+    if workflow.scope_sequence_field:
+        names.append(workflow.scope_sequence_field)
+    return tuple(dict.fromkeys(n for n in names if n))
+
+
+def _normal(name: str) -> str:
+    return name.strip().lower().replace("-", "_").replace(" ", "_")
+
+
+def map_fields(payload: dict[str, object], declared: Iterable[str]) -> dict[str, object]:
+    """``payload`` with near-miss keys renamed to the declared names (see the module doc)."""
+    by_normal: dict[str, str] = {}
+    for name in declared:
+        by_normal.setdefault(_normal(name), name)
+    mapped: dict[str, object] = {}
+    renamed: dict[str, object] = {}
+    for key, value in payload.items():
+        target = by_normal.get(_normal(key))
+        if target is None or target == key:
+            mapped[key] = value
+        elif target in payload or target in renamed:
+            # The exact name, or an earlier near miss, already supplies this field.
+            mapped[key] = value
+        else:
+            renamed[target] = value
+    mapped.update(renamed)
+    return mapped

@@ -1,0 +1,139 @@
+"""An asyncio face on one confluent-kafka producer for the ``deliveries`` topic.
+
+librdkafka reports acknowledgements only from ``poll()``. A background thread polls, and each
+delivery report settles an asyncio future on the event loop through
+``loop.call_soon_threadsafe`` (futures are not thread-safe). ``produce()`` itself is called on
+the event loop thread: it only enqueues, and librdkafka's queueing is thread-safe.
+
+Guarantee of :meth:`AsyncDeliveryProducer.send`: when it returns, the delivery was
+acknowledged by all in-sync replicas through the idempotent producer of
+:func:`streams.deliveries.producer_config` (no duplicate from producer retries). When it
+raises :class:`~consumers.ingest.errors.KafkaUnavailable`, the delivery was *not confirmed*:
+it may still be written later (a queued message cannot be recalled), which is harmless
+because the sender's retry is deduplicated by admission.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import threading
+import time
+
+from confluent_kafka import KafkaError, KafkaException, Message, Producer
+
+from consumers.ingest.errors import KafkaUnavailable
+from schemas.codec import encode
+from schemas.commands import AdmitDelivery
+from sluicegate.config import Settings
+from streams.deliveries import producer_config
+
+log = logging.getLogger("sluicegate.ingest.producer")
+
+
+class AsyncDeliveryProducer:
+    """Produces ``AdmitDelivery`` commands keyed by admission key; awaitable acknowledgements."""
+
+    def __init__(self, settings: Settings, client_id: str = "sluicegate-ingest") -> None:
+        self.topic = settings.topic("deliveries")
+        config: dict[str, object] = dict(producer_config(settings, client_id))
+        config["error_cb"] = self._on_error
+        self._producer = Producer(config)
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self.fatal: str | None = None
+        self._last_error_code: int | None = None
+        self._last_error_at = float("-inf")
+
+    def start(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Start the poll thread; delivery reports will settle futures on ``loop``."""
+        self._loop = loop
+        self._thread = threading.Thread(target=self._poll, name="ingest-producer", daemon=True)
+        self._thread.start()
+
+    def _on_error(self, err: KafkaError) -> None:
+        # Runs on the poll thread. Transient errors (broker down) are retried by librdkafka;
+        # a fatal one poisons the idempotent producer, so ingest stops being ready.
+        if err.fatal():
+            self.fatal = err.str()
+            log.error("fatal producer error: %s", err.str())
+            return
+        # librdkafka repeats a connection error on every reconnect attempt: say it once per
+        # kind of error and then at most every 30 s.
+        now = time.monotonic()
+        if err.code() != self._last_error_code or now - self._last_error_at > 30.0:
+            self._last_error_code, self._last_error_at = err.code(), now
+            log.warning("producer: %s (librdkafka keeps retrying)", err.str())
+
+    def _poll(self) -> None:
+        while not self._stop.is_set():
+            self._producer.poll(0.05)
+
+    async def send(self, delivery: AdmitDelivery, timeout_s: float) -> None:
+        """Produce ``delivery``; return once acknowledged, else :class:`KafkaUnavailable`."""
+        loop = asyncio.get_running_loop()
+        if self.fatal is not None:
+            raise KafkaUnavailable(
+                f"the ingest producer hit a fatal Kafka error ({self.fatal}); restart ingest",
+                headers={"Retry-After": "5"},
+            )
+        acked: asyncio.Future[KafkaError | None] = loop.create_future()
+
+        def report(err: KafkaError | None, _msg: Message) -> None:
+            # Runs on the poll thread.
+            # RuntimeError: the loop is closed, so nobody is waiting any more.
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(_settle, acked, err)
+
+        try:
+            self._producer.produce(
+                self.topic,
+                key=delivery.admission_key.encode("utf-8"),
+                value=encode(delivery),
+                on_delivery=report,
+            )
+        except BufferError:
+            raise KafkaUnavailable(
+                "too many deliveries are waiting for Kafka; retry shortly"
+            ) from None
+        except KafkaException as e:
+            raise KafkaUnavailable(f"Kafka refused the delivery: {e.args[0].str()}") from None
+        try:
+            err = await asyncio.wait_for(asyncio.shield(acked), timeout_s)
+        except TimeoutError:
+            raise KafkaUnavailable(
+                f"Kafka did not acknowledge the delivery within {timeout_s:.1f} s; retry"
+            ) from None
+        if err is not None:
+            if err.fatal():
+                self.fatal = err.str()
+                log.error("fatal producer error: %s", err.str())
+            raise KafkaUnavailable(f"Kafka did not accept the delivery: {err.str()}")
+
+    def reachable(self, timeout_s: float) -> bool:
+        """Blocking: whether the broker answers and the deliveries topic exists."""
+        if self.fatal is not None:
+            return False
+        try:
+            metadata = self._producer.list_topics(self.topic, timeout=timeout_s)
+        except KafkaException:
+            return False
+        topic = metadata.topics.get(self.topic)
+        return topic is not None and topic.error is None and bool(topic.partitions)
+
+    def close(self, flush_timeout_s: float = 5.0) -> int:
+        """Blocking: flush what is queued, stop polling; return how many stayed unsent."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        remaining = int(self._producer.flush(flush_timeout_s))
+        if remaining:
+            log.warning("%d deliveries were not acknowledged before shutdown", remaining)
+        return remaining
+
+
+def _settle(future: asyncio.Future[KafkaError | None], err: KafkaError | None) -> None:
+    if not future.done():
+        future.set_result(err)
