@@ -1,0 +1,152 @@
+"""The read side over HTTP: ``GET /v1/runs/{id}``, ``/v1/occurrences/{key}``, ``/v1/stats``,
+``/metrics``.
+
+:func:`add_read_routes` registers the routes and a small PostgreSQL connection pool on an
+existing :class:`aiohttp.web.Application` (the pool opens with the app and closes with it).
+Queries are the CLI's (:mod:`projections.queries`), run in a worker thread. Errors are JSON:
+``{"error": {"code", "message", "problems"}}`` — 404 for an unknown id, 503 when the
+projection cannot be read.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable
+from typing import Any, TypeVar
+
+import psycopg
+from aiohttp import web
+from psycopg_pool import ConnectionPool, PoolTimeout
+
+from projections import metrics, queries
+from projections.db import describe_dsn, schema_name
+from projections.errors import ProjectionUnavailable
+from sluicegate.config import Settings
+
+_T = TypeVar("_T")
+
+POOL_KEY: web.AppKey[ConnectionPool] = web.AppKey("sluicegate_read_pool", ConnectionPool)
+SETTINGS_KEY: web.AppKey[Settings] = web.AppKey("sluicegate_read_settings", Settings)
+
+
+def error_response(
+    status: int, code: str, message: str, problems: list[Any] | None = None
+) -> web.Response:
+    """The error body every Sluicegate endpoint uses."""
+    return web.json_response(
+        {"error": {"code": code, "message": message, "problems": problems or []}},
+        status=status,
+    )
+
+
+def add_read_routes(app: web.Application, settings: Settings) -> None:
+    """Register the read endpoints on ``app``, reading the projection of ``settings``."""
+    app[SETTINGS_KEY] = settings
+    app.cleanup_ctx.append(_pool_context)
+    app.router.add_get("/v1/runs/{run_id}", _get_run)
+    # `.+` so that an admission key with a "/" matches whether or not it was %2F-encoded.
+    app.router.add_get("/v1/occurrences/{key:.+}", _get_occurrence)
+    app.router.add_get("/v1/stats", _get_stats)
+    app.router.add_get("/metrics", _get_metrics)
+
+
+async def _pool_context(app: web.Application) -> AsyncIterator[None]:
+    settings = app[SETTINGS_KEY]
+    pool: ConnectionPool = ConnectionPool(
+        settings.pg_dsn,
+        min_size=1,
+        max_size=4,
+        kwargs={"autocommit": True, "connect_timeout": 5},
+        open=False,
+        name="sluicegate-read",
+    )
+    pool.open(wait=False)
+    app[POOL_KEY] = pool
+    try:
+        yield
+    finally:
+        await asyncio.to_thread(pool.close)
+
+
+async def _query(request: web.Request, fn: Callable[[psycopg.Connection[Any], str], _T]) -> _T:
+    app = request.app
+    settings = app[SETTINGS_KEY]
+    schema = schema_name(settings.topic_prefix)
+
+    def run() -> _T:
+        with app[POOL_KEY].connection(timeout=5.0) as conn:
+            queries.ensure_readable(conn, schema, settings)
+            return fn(conn, schema)
+
+    try:
+        return await asyncio.to_thread(run)
+    except (PoolTimeout, psycopg.OperationalError) as e:
+        raise _Unavailable(
+            f"PostgreSQL at {describe_dsn(settings.pg_dsn)} is not answering; try again shortly"
+        ) from e
+    except ProjectionUnavailable as e:
+        raise _Unavailable(str(e)) from e
+    except psycopg.Error as e:
+        # E.g. a schema being migrated or swapped by a rebuild: answer, do not crash.
+        raise _Unavailable(
+            f"the projection could not be read ({type(e).__name__}); try again shortly"
+        ) from e
+
+
+class _Unavailable(Exception):
+    pass
+
+
+def _unavailable(e: _Unavailable) -> web.Response:
+    return error_response(503, "projection_unavailable", str(e))
+
+
+async def _get_run(request: web.Request) -> web.Response:
+    run_id = request.match_info["run_id"]
+    try:
+        run = await _query(request, lambda c, s: queries.get_run(c, s, run_id))
+    except _Unavailable as e:
+        return _unavailable(e)
+    if run is None:
+        return error_response(
+            404, "run_not_found", f"no run {run_id!r} in the projection; {queries.PROJECTOR_HINT}"
+        )
+    return web.json_response(run)
+
+
+async def _get_occurrence(request: web.Request) -> web.Response:
+    key = request.match_info["key"]
+    try:
+        found = await _query(request, lambda c, s: queries.get_occurrence(c, s, key))
+    except _Unavailable as e:
+        return _unavailable(e)
+    if found is None:
+        return error_response(
+            404,
+            "occurrence_not_found",
+            f"no occurrence or delivery {key!r} in the projection; {queries.PROJECTOR_HINT}",
+        )
+    return web.json_response(found)
+
+
+async def _get_stats(request: web.Request) -> web.Response:
+    try:
+        stats = await _query(request, queries.get_stats)
+    except _Unavailable as e:
+        return _unavailable(e)
+    return web.json_response(stats)
+
+
+async def _get_metrics(request: web.Request) -> web.Response:
+    def collect(conn: psycopg.Connection[Any], schema: str) -> str:
+        return metrics.render(
+            queries.get_stats(conn, schema),
+            queries.get_offsets(conn, schema),
+            queries.get_parked_count(conn, schema),
+        )
+
+    try:
+        text = await _query(request, collect)
+    except _Unavailable as e:
+        return _unavailable(e)
+    return web.Response(body=text.encode("utf-8"), headers={"Content-Type": metrics.CONTENT_TYPE})

@@ -1,0 +1,347 @@
+"""The shape of the read model and its merge rules, free of Kafka and PostgreSQL.
+
+A handler (see :mod:`projections.handlers`) maps one decoded record to :data:`RowOp` s:
+``(table, row)``. How a row lands is decided by its table's :class:`TableSpec`:
+
+- policy ``"first"``: one row per key; the first row for a key wins, later ones are ignored.
+  A row that really was inserted adds its :attr:`TableSpec.counters` to the counters.
+- policy ``"max"``: one row per key; the row with the greatest ``rank`` (a tuple of ints,
+  compared lexicographically like a PostgreSQL ``bigint[]``) wins; equal ranks keep the
+  existing row.
+
+Both rules are idempotent (applying a row twice changes nothing) and, for keys fed by one
+partition or with stage-ordered ranks, independent of how topics interleave. The SQL store
+(:mod:`projections.store`) and :class:`MemoryProjection` implement the same rules from the same
+specs; tests hold them to each other.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+Row = dict[str, object]
+RowOp = tuple[str, Row]
+CounterKey = tuple[str, str]
+Policy = Literal["first", "max"]
+
+
+@dataclass(frozen=True)
+class TableSpec:
+    """One projected table: its columns (as created by the migrations), key and policy.
+
+    ``counters(row)`` names the ``(counter, label)`` pairs one inserted row adds 1 to; only
+    ``"first"`` tables count, because only their inserts are unambiguous events.
+    """
+
+    name: str
+    columns: tuple[str, ...]
+    key: tuple[str, ...]
+    policy: Policy = "first"
+    counters: Callable[[Row], Sequence[CounterKey]] | None = None
+
+    def key_of(self, row: Row) -> tuple[object, ...]:
+        return tuple(row[c] for c in self.key)
+
+    @property
+    def rank_index(self) -> int:
+        return self.columns.index("rank")
+
+
+def _outcome_counters(row: Row) -> Sequence[CounterKey]:
+    outcome = row["outcome"]
+    reason = str(row["reason"] or "")
+    if outcome == "deduplicated":
+        return (("duplicates", reason),)
+    if outcome == "conflict":
+        return (("conflicts", ""),)
+    if outcome == "rejected":
+        return (("rejected", reason),)
+    return ()
+
+
+def _launch_counters(row: Row) -> Sequence[CounterKey]:
+    return (("branch_launches" if row["kind"] == "launched" else "branch_relaunches", ""),)
+
+
+# A branch skipped by its worker for this reason counts as expired at dequeue (the worker
+# SDK checks the deadline when it takes the task).
+EXPIRED_AT_DEQUEUE_REASON = "expired_at_dequeue"
+
+
+def _report_counters(row: Row) -> Sequence[CounterKey]:
+    if row["kind"] == "skipped" and row["detail"] == EXPIRED_AT_DEQUEUE_REASON:
+        return (("expired_at_dequeue", ""),)
+    return ()
+
+
+_SOURCE = ("src_topic", "src_partition", "src_offset")
+
+TABLES: tuple[TableSpec, ...] = (
+    TableSpec(
+        "event_log",
+        (
+            *_SOURCE,
+            "type",
+            "key",
+            "run_id",
+            "admission_key",
+            "delivery_id",
+            "subscription",
+            "environment",
+            "scope_key",
+            "time_ms",
+            "kafka_ts_ms",
+            "record",
+        ),
+        _SOURCE,
+    ),
+    TableSpec("parked", (*_SOURCE, "key", "error", "value", "kafka_ts_ms"), _SOURCE),
+    TableSpec(
+        "workflows",
+        (
+            "subscription",
+            "environment",
+            "revision",
+            "slots",
+            "branch_timeout_ms",
+            "retention_ms",
+            "identity_event_id_field",
+            "identity_derived_fields",
+            "immutable_fields",
+            "validity_source_time",
+            "validity_window_ms",
+            "scope_fields",
+            "scope_sequence_field",
+            "auth_token_env",
+            "auth_hmac_secret_env",
+            "definition_digest",
+            "applied_at_ms",
+        ),
+        ("subscription", "environment", "revision"),
+    ),
+    TableSpec(
+        "deliveries",
+        (
+            "delivery_id",
+            "subscription",
+            "environment",
+            "admission_key",
+            "source",
+            "event_id",
+            "payload_json",
+            "received_at_ms",
+            "channel",
+            "src_partition",
+            "src_offset",
+        ),
+        ("delivery_id",),
+        counters=lambda row: (("deliveries", ""),),
+    ),
+    TableSpec(
+        "delivery_outcomes",
+        (
+            "delivery_id",
+            "admission_key",
+            "run_id",
+            "outcome",
+            "reason",
+            "detail",
+            "original_digest",
+            "conflicting_digest",
+            "differing_fields",
+            "received_at_ms",
+            "decided_at_ms",
+        ),
+        ("delivery_id",),
+        counters=_outcome_counters,
+    ),
+    TableSpec(
+        "runs",
+        (
+            "run_id",
+            "admission_key",
+            "delivery_id",
+            "subscription",
+            "environment",
+            "workflow_revision",
+            "source",
+            "event_id",
+            "content_digest",
+            "source_time_ms",
+            "expires_at_ms",
+            "validity_source_time",
+            "validity_window_ms",
+            "slots",
+            "scope_key",
+            "sequence",
+            "payload_json",
+            "rerun_number",
+            "rerun_of",
+            "rerun_reason",
+            "admitted_at_ms",
+            "retention_ms",
+        ),
+        ("run_id",),
+        counters=lambda row: (("runs_admitted", ""),),
+    ),
+    TableSpec(
+        "run_status",
+        ("run_id", "status", "previous_status", "changed_at_ms", "rank"),
+        ("run_id",),
+        policy="max",
+    ),
+    TableSpec(
+        "branch_launches",
+        (
+            "run_id",
+            "slot",
+            "kind",
+            "attempt",
+            "admission_key",
+            "workflow_revision",
+            "expires_at_ms",
+            "timeout_at_ms",
+            "reason",
+            "at_ms",
+        ),
+        ("run_id", "slot", "kind", "attempt"),
+        counters=_launch_counters,
+    ),
+    TableSpec(
+        "branch_reports",
+        ("run_id", "slot", "kind", "attempt", "admission_key", "worker", "detail", "at_ms"),
+        ("run_id", "slot", "kind", "attempt"),
+        counters=_report_counters,
+    ),
+    TableSpec(
+        "branch_slots",
+        (
+            "run_id",
+            "slot",
+            "admission_key",
+            "status",
+            "attempt",
+            "worker",
+            "detail",
+            "at_ms",
+            "rank",
+        ),
+        ("run_id", "slot"),
+        policy="max",
+    ),
+    TableSpec(
+        "rerun_requests",
+        ("request_id", "admission_key", "run_id", "reason", "requested_by", "requested_at_ms"),
+        ("request_id",),
+    ),
+    TableSpec(
+        "rerun_rejections",
+        ("request_id", "admission_key", "run_id", "reason", "decided_at_ms"),
+        ("request_id",),
+    ),
+    TableSpec("evictions", ("admission_key", "run_ids", "evicted_at_ms"), ("admission_key",)),
+)
+
+TABLES_BY_NAME: Mapping[str, TableSpec] = {spec.name: spec for spec in TABLES}
+
+# Tables a verify compares besides TABLES (schema_migrations is left out: it holds times).
+META_TABLES: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("offsets", ("topic", "partition")),
+    ("counters", ("name", "label")),
+    ("meta", ("key",)),
+)
+
+
+def storable(value: Any) -> Any:
+    """``value`` with NUL characters replaced by U+FFFD (PostgreSQL text cannot hold NUL).
+
+    Applied to every value on its way into the store (and into :class:`MemoryProjection`),
+    so handlers need not care; tuples become lists, as PostgreSQL arrays come back.
+    """
+    kind = type(value)
+    if kind is int or value is None:
+        return value
+    if kind is str:
+        return value.replace("\x00", "\ufffd") if "\x00" in value else value
+    if isinstance(value, tuple | list):
+        return [storable(v) for v in value]
+    if isinstance(value, dict):
+        return {k: storable(v) for k, v in value.items()}
+    return value
+
+
+def reduce_rows(ops: Iterable[RowOp]) -> dict[str, list[Row]]:
+    """Collapse one batch to at most one row per (table, key), by the table's policy.
+
+    PostgreSQL's ``INSERT ... ON CONFLICT`` may not touch a row twice in one statement, so a
+    batch is reduced first: for ``"first"`` the earliest row of a key in ``ops`` order stays,
+    for ``"max"`` the one with the greatest rank (the earliest among equals). ``ops`` must be
+    in consumption order, which keeps each partition's order.
+    """
+    reduced: dict[str, dict[tuple[object, ...], Row]] = {}
+    for table, row in ops:
+        spec = TABLES_BY_NAME[table]
+        rows = reduced.setdefault(table, {})
+        key = spec.key_of(row)
+        current = rows.get(key)
+        if current is None or (spec.policy == "max" and _rank(row) > _rank(current)):
+            rows[key] = row
+    return {table: list(rows.values()) for table, rows in reduced.items()}
+
+
+def _rank(row: Row) -> tuple[int, ...]:
+    rank = row["rank"]
+    assert isinstance(rank, tuple | list)
+    return tuple(int(x) for x in rank)
+
+
+@dataclass
+class MemoryProjection:
+    """The read model as Python dicts, with exactly the store's merge rules.
+
+    Used by the property tests as "the projection" and by the integration tests as the
+    expected content of the PostgreSQL tables.
+    """
+
+    tables: dict[str, dict[tuple[object, ...], Row]] = field(default_factory=dict)
+    counters: Counter[CounterKey] = field(default_factory=Counter)
+    offsets: dict[tuple[str, int], int] = field(default_factory=dict)
+
+    def apply(self, ops: Iterable[RowOp], offsets: Mapping[tuple[str, int], int] = {}) -> None:
+        """Apply one batch (as the store does in one transaction)."""
+        for table, rows in reduce_rows(ops).items():
+            spec = TABLES_BY_NAME[table]
+            stored = self.tables.setdefault(table, {})
+            for raw in rows:
+                row = {c: storable(v) for c, v in raw.items()}
+                key = spec.key_of(row)
+                current = stored.get(key)
+                if current is None:
+                    stored[key] = row
+                    if spec.counters is not None:
+                        self.counters.update(spec.counters(row))
+                elif spec.policy == "max" and _rank(row) > _rank(current):
+                    stored[key] = row
+        self.offsets.update(offsets)
+
+    def rows(self, table: str) -> list[Row]:
+        """The rows of ``table`` sorted by key, with array values as lists."""
+        spec = TABLES_BY_NAME[table]
+        result = []
+        for key in sorted(self.tables.get(table, {}), key=_sort_key):
+            row = self.tables[table][key]
+            result.append({c: _listify(row.get(c)) for c in spec.columns})
+        return result
+
+
+def _listify(value: object) -> object:
+    return list(value) if isinstance(value, tuple) else value
+
+
+def _sort_key(key: tuple[object, ...]) -> tuple[tuple[int, str], ...]:
+    return tuple(
+        (0, "") if v is None else (1, f"{v:020d}" if isinstance(v, int) else str(v)) for v in key
+    )

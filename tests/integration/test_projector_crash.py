@@ -1,0 +1,256 @@
+"""Crashes and outages leave exactly the tables of an uninterrupted run.
+
+- ``sluicegate projector`` as a subprocess, killed with SIGKILL mid-stream several times and
+  restarted;
+- the projector's PostgreSQL connections terminated mid-stream (server side);
+- a real PostgreSQL restart mid-stream (``pg_ctlcluster``), kept short; skipped where this
+  process may not restart the cluster.
+
+Each run is compared row by row with a projection of the same topics into another schema
+made in one uninterrupted pass.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from projections.db import connect, schema_name
+from projections.errors import ProjectionError
+from projections.projector import Projector
+from projections.rebuild import compare_schemas, stored_offsets
+from projections.store import Offsets
+from projections.testing import build_history, cleanup, produce_history, unique_settings
+from sluicegate.config import Settings
+from sluicegate.topics import ensure_topics
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
+
+SLUICEGATE = str(Path(sys.executable).parent / "sluicegate")
+
+
+@pytest.fixture
+def settings() -> Iterator[Settings]:
+    s = unique_settings()
+    ensure_topics(s)
+    yield s
+    cleanup(s)
+
+
+def _stored(settings: Settings, schema: str) -> Offsets:
+    """The stored offsets, or nothing while the schema or the server is not there."""
+    try:
+        with connect(settings.pg_dsn, autocommit=True) as conn:
+            return stored_offsets(conn, schema)
+    except (ProjectionError, psycopg.Error):
+        return {}
+
+
+def _wait_until(predicate: Callable[[], bool], timeout_s: float, what: str) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
+
+
+def _caught_up(settings: Settings, schema: str, ends: Offsets) -> bool:
+    stored = _stored(settings, schema)
+    return all(stored.get(tp, 0) >= o for tp, o in ends.items())
+
+
+def assert_same_as_uninterrupted(settings: Settings) -> None:
+    live = schema_name(settings.topic_prefix)
+    reference = live + "__reference"
+    with Projector(settings, schema=reference, batch_size=5000) as projector:
+        projector.run_until(stored_offsets_of(settings, live), timeout_s=60)
+    with connect(settings.pg_dsn, autocommit=True) as conn:
+        differences = compare_schemas(conn, live, reference)
+    assert [d.describe() for d in differences] == []
+
+
+def stored_offsets_of(settings: Settings, schema: str) -> Offsets:
+    return _stored(settings, schema)
+
+
+def _sum(offsets: Offsets) -> int:
+    return sum(offsets.values())
+
+
+def _progressed(
+    settings: Settings,
+    schema: str,
+    at_least: float,
+    proc: subprocess.Popen[bytes] | None = None,
+) -> Callable[[], bool]:
+    """True once the stored offsets add up to ``at_least`` (or ``proc`` has exited)."""
+
+    def check() -> bool:
+        exited = proc is not None and proc.poll() is not None
+        return exited or _sum(_stored(settings, schema)) >= at_least
+
+    return check
+
+
+def _start_projector(settings: Settings, batch_size: int) -> subprocess.Popen[bytes]:
+    env = dict(
+        os.environ,
+        SLUICEGATE_TOPIC_PREFIX=settings.topic_prefix,
+        SLUICEGATE_PG_DSN=settings.pg_dsn,
+        SLUICEGATE_KAFKA=settings.kafka,
+    )
+    return subprocess.Popen(
+        [SLUICEGATE, "projector", "--batch-size", str(batch_size)],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+
+
+def test_kill_9_mid_batch_and_restart_leaves_the_same_tables(settings: Settings) -> None:
+    rng = random.Random(3)
+    history = build_history(rng, 700)
+    produce_history(settings, history, rng=rng, transaction_size=400, abort_every=7)
+    schema = schema_name(settings.topic_prefix)
+    with Projector(settings) as probe:
+        ends = probe.end_offsets()
+    total = _sum(ends)
+
+    kills = 0
+    for fraction in (0.15, 0.4, 0.7):
+        proc = _start_projector(settings, batch_size=300)
+        try:
+            _wait_until(
+                _progressed(settings, schema, total * fraction, proc),
+                60,
+                f"{fraction:.0%} projected",
+            )
+            assert proc.poll() is None, proc.stderr.read().decode() if proc.stderr else ""
+            # Let it get into the next batch, then kill without warning.
+            time.sleep(rng.uniform(0.0, 0.05))
+            proc.send_signal(signal.SIGKILL)
+            kills += 1
+        finally:
+            proc.wait(10)
+    assert _sum(_stored(settings, schema)) < total, "finished before the last kill"
+
+    proc = _start_projector(settings, batch_size=300)
+    try:
+        _wait_until(lambda: _caught_up(settings, schema, ends), 60, "catching up after kills")
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(15) == 0
+    assert kills == 3
+    assert_same_as_uninterrupted(settings)
+
+
+def _run_in_thread(projector: Projector) -> threading.Thread:
+    errors: list[BaseException] = []
+
+    def target() -> None:
+        try:
+            projector.run()
+        except BaseException as e:  # surfaced by the test below
+            errors.append(e)
+
+    thread = threading.Thread(target=target, daemon=True)
+    thread.errors = errors  # type: ignore[attr-defined]
+    thread.start()
+    return thread
+
+
+def _terminate_projector_backends(settings: Settings, schema: str) -> int:
+    with connect(settings.pg_dsn, autocommit=True) as conn:
+        rows = conn.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = %s",
+            (f"sluicegate-projector:{schema}"[:63],),
+        ).fetchall()
+    return len(rows)
+
+
+def test_connections_killed_mid_stream_leave_the_same_tables(settings: Settings) -> None:
+    rng = random.Random(4)
+    history = build_history(rng, 500)
+    produce_history(settings, history, rng=rng, transaction_size=400, abort_every=7)
+    schema = schema_name(settings.topic_prefix)
+    projector = Projector(settings, batch_size=200)
+    ends = projector.end_offsets()
+    total = _sum(ends)
+    thread = _run_in_thread(projector)
+    try:
+        terminated = 0
+        for fraction in (0.2, 0.5, 0.8):
+            _wait_until(
+                _progressed(settings, schema, total * fraction),
+                60,
+                f"{fraction:.0%} projected",
+            )
+            terminated += _terminate_projector_backends(settings, schema)
+        _wait_until(lambda: _caught_up(settings, schema, ends), 60, "catching up")
+    finally:
+        projector.stop.set()
+        thread.join(15)
+        projector.close()
+    assert not thread.errors  # type: ignore[attr-defined]
+    assert terminated >= 3
+    assert projector.stats.reconnects >= 1
+    assert_same_as_uninterrupted(settings)
+
+
+def _newest_postgres() -> str:
+    versions = os.listdir("/usr/lib/postgresql")
+    return max(versions, key=lambda v: [int(x) for x in v.split(".")])
+
+
+def _as_root() -> list[str] | None:
+    """The command prefix that runs as root here (``sudo -n`` if needed), or None."""
+    if os.geteuid() == 0:
+        return []
+    if (
+        shutil.which("sudo")
+        and subprocess.run(["sudo", "-n", "true"], capture_output=True, check=False).returncode == 0
+    ):
+        return ["sudo", "-n"]
+    return None
+
+
+def _can_restart_postgres() -> bool:
+    return shutil.which("pg_ctlcluster") is not None and _as_root() is not None
+
+
+@pytest.mark.skipif(not _can_restart_postgres(), reason="needs pg_ctlcluster as root or sudo -n")
+def test_postgres_restart_mid_stream_leaves_the_same_tables(settings: Settings) -> None:
+    rng = random.Random(8)
+    history = build_history(rng, 400)
+    produce_history(settings, history, rng=rng, transaction_size=400, abort_every=7)
+    schema = schema_name(settings.topic_prefix)
+    projector = Projector(settings, batch_size=200)
+    ends = projector.end_offsets()
+    thread = _run_in_thread(projector)
+    try:
+        _wait_until(
+            lambda: _sum(_stored(settings, schema)) >= _sum(ends) * 0.3, 60, "30% projected"
+        )
+        version = _newest_postgres()
+        root = _as_root() or []
+        subprocess.run([*root, "pg_ctlcluster", version, "main", "restart"], check=True, timeout=60)
+        _wait_until(lambda: _caught_up(settings, schema, ends), 90, "catching up after restart")
+    finally:
+        projector.stop.set()
+        thread.join(15)
+        projector.close()
+    assert not thread.errors  # type: ignore[attr-defined]
+    assert projector.stats.reconnects >= 1
+    assert_same_as_uninterrupted(settings)

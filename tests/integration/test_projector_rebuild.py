@@ -1,0 +1,153 @@
+"""``sluicegate projections rebuild [--verify]`` against a live projection."""
+
+from __future__ import annotations
+
+import io
+import os
+import random
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from psycopg import sql
+
+from projections.db import REBUILD_SUFFIX, connect, schema_exists, schema_name
+from projections.projector import Projector
+from projections.rebuild import rebuild, stored_offsets
+from projections.testing import build_history, cleanup, produce_history, unique_settings
+from sluicegate.config import Settings
+from sluicegate.topics import ensure_topics
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
+
+SLUICEGATE = str(Path(sys.executable).parent / "sluicegate")
+
+
+@pytest.fixture
+def settings() -> Iterator[Settings]:
+    s = unique_settings()
+    ensure_topics(s)
+    rng = random.Random(21)
+    produce_history(s, build_history(rng, 80), rng=rng)
+    with Projector(s) as projector:
+        projector.run_until(timeout_s=60)
+    yield s
+    cleanup(s)
+
+
+def _cli(settings: Settings, *args: str) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, SLUICEGATE_TOPIC_PREFIX=settings.topic_prefix)
+    return subprocess.run(
+        [SLUICEGATE, *args], env=env, capture_output=True, text=True, timeout=60, check=False
+    )
+
+
+def test_verify_after_projection_reports_no_difference(settings: Settings) -> None:
+    done = _cli(settings, "projections", "rebuild", "--verify")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == ""
+    assert "no differences" in done.stderr
+    with connect(settings.pg_dsn, autocommit=True) as conn:
+        live = schema_name(settings.topic_prefix)
+        assert not schema_exists(conn, live + REBUILD_SUFFIX)
+
+
+def test_verify_prints_every_difference(settings: Settings) -> None:
+    live = schema_name(settings.topic_prefix)
+    with connect(settings.pg_dsn, autocommit=True) as conn:
+        run_id, delivery_id = conn.execute(
+            sql.SQL("SELECT run_id, delivery_id FROM {} ORDER BY run_id LIMIT 1").format(
+                sql.Identifier(live, "runs")
+            )
+        ).fetchone() or ("", "")
+        conn.execute(
+            sql.SQL("UPDATE {} SET status = 'tampered' WHERE run_id = %s").format(
+                sql.Identifier(live, "run_status")
+            ),
+            (run_id,),
+        )
+        conn.execute(
+            sql.SQL("DELETE FROM {} WHERE delivery_id = %s").format(
+                sql.Identifier(live, "deliveries")
+            ),
+            (delivery_id,),
+        )
+        conn.execute(
+            sql.SQL("INSERT INTO {} (key, value) VALUES ('x', 'y')").format(
+                sql.Identifier(live, "meta")
+            )
+        )
+    done = _cli(settings, "projections", "rebuild", "--verify", "--no-progress")
+    assert done.returncode == 1
+    lines = done.stdout.splitlines()
+    assert len(lines) == 3, done.stdout
+    assert any(
+        line.startswith(f"run_status (run_id={run_id!r}): status: live 'tampered'")
+        for line in lines
+    )
+    assert any(
+        line.startswith(f"deliveries (delivery_id={delivery_id!r}): only in rebuilt")
+        for line in lines
+    )
+    assert any(line.startswith("meta (key='x'): only in live") for line in lines)
+    assert "3 difference(s)" in done.stderr
+
+
+def test_rebuild_swaps_in_while_the_projector_runs(settings: Settings) -> None:
+    live = schema_name(settings.topic_prefix)
+    projector = Projector(settings, batch_size=50)
+    thread = threading.Thread(target=projector.run, daemon=True)
+    thread.start()
+    rng = random.Random(22)
+
+    def live_moves_on() -> None:
+        # Between the rebuild's last batch and its swap the live projector projects more, so
+        # the swap moves its stored offsets backwards under it.
+        produce_history(settings, build_history(rng, 20, tag="during"), rng=rng)
+        wait_caught_up(settings, projector, live)
+
+    try:
+        produce_history(settings, build_history(rng, 20, tag="before"), rng=rng)
+        result = rebuild(settings, stream=io.StringIO(), _before_swap=live_moves_on)
+        assert result.swapped
+        produce_history(settings, build_history(rng, 20, tag="after"), rng=rng)
+        wait_caught_up(settings, projector, live)
+    finally:
+        projector.stop.set()
+        thread.join(15)
+        projector.close()
+    assert projector.stats.reseeks >= 1
+    verified = rebuild(settings, verify=True, stream=io.StringIO())
+    assert [d.describe() for d in verified.differences] == []
+
+
+def wait_caught_up(settings: Settings, projector: Projector, schema: str) -> None:
+    ends = projector.end_offsets()
+    with connect(settings.pg_dsn, autocommit=True) as conn:
+
+        def caught_up() -> bool:
+            stored = stored_offsets(conn, schema)
+            return all(stored.get(tp, 0) >= o for tp, o in ends.items())
+
+        _wait_until(caught_up)
+
+
+def _wait_until(predicate: Callable[[], bool], timeout_s: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"timed out after {timeout_s} s")
+
+
+def test_verify_without_a_live_projection_says_what_to_do() -> None:
+    settings = unique_settings()
+    done = _cli(settings, "projections", "rebuild", "--verify")
+    assert done.returncode == 1
+    assert "no live projection" in done.stderr
+    assert "sluicegate projections rebuild" in done.stderr

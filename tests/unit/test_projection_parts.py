@@ -1,0 +1,125 @@
+"""Small pure parts of the projections: naming, time parsing, filters, metrics, merge rules."""
+
+from __future__ import annotations
+
+import pytest
+
+from projections.db import REBUILD_SUFFIX, schema_name
+from projections.errors import InvalidFilter
+from projections.handlers import HANDLERS, Source, project, record_time_ms
+from projections.metrics import render
+from projections.migrate import migrations
+from projections.model import TABLES, MemoryProjection, RowOp, reduce_rows, storable
+from projections.rebuild import Difference
+from projections.replay import ReplayFilter, csv_columns, parse_time
+from schemas.events import (
+    AdmissionRecordEvicted,
+    BranchLaunched,
+    DeliveryDeduplicated,
+    RunStatusChanged,
+)
+from schemas.registry import RECORD_CLASSES
+
+
+def test_schema_names_are_safe_identifiers_that_fit() -> None:
+    assert schema_name("sluicegate.") == "sg_sluicegate_"
+    assert schema_name("T-1a2b.") == "sg_t_1a2b_"
+    long = schema_name("x" * 100)
+    assert len(long + REBUILD_SUFFIX) <= 63
+    assert long != schema_name("x" * 99)
+    for prefix in ("a'b", 'a"b', "a;b", "ä"):
+        assert all((c.isalnum() and c.isascii()) or c == "_" for c in schema_name(prefix))
+
+
+def test_parse_time() -> None:
+    assert parse_time("1780000000000") == 1_780_000_000_000
+    assert parse_time("2026-11-30T12:00:00Z") == 1_796_040_000_000
+    assert parse_time("2026-11-30T13:00:00+01:00") == 1_796_040_000_000
+    assert parse_time("2026-11-30T12:00:00.250Z") == 1_796_040_000_250
+    for bad in ("yesterday", "2026-11-30T12:00:00", "", "12:00", "1e3"):
+        with pytest.raises(InvalidFilter):
+            parse_time(bad)
+
+
+def test_replay_filter() -> None:
+    dedup = DeliveryDeduplicated("d", "btc/paper/x", "run-1", "in_flight", 1, 2)
+    evicted = AdmissionRecordEvicted("btc/paper/x", ("run-1", "run-2"), 3)
+    assert ReplayFilter(subscription="btc").keeps(dedup, "btc/paper/x", 10)
+    assert not ReplayFilter(subscription="bt").keeps(dedup, "btc/paper/x", 10)
+    assert ReplayFilter(run="run-2").keeps(evicted, None, 10)
+    assert not ReplayFilter(run="run-3").keeps(evicted, None, 10)
+    assert ReplayFilter(since_ms=10, until_ms=11).keeps(dedup, None, 10)
+    assert not ReplayFilter(since_ms=10, until_ms=11).keeps(dedup, None, 11)
+    assert not ReplayFilter(since_ms=10).keeps(dedup, None, None)
+    assert not ReplayFilter(scope="s").keeps(dedup, None, 10)
+
+
+def test_csv_columns_cover_every_field_once() -> None:
+    columns = csv_columns()
+    assert len(columns) == len(set(columns))
+    for cls in RECORD_CLASSES:
+        assert set(cls.__dataclass_fields__) <= set(columns)
+
+
+def test_record_time_is_the_last_at_ms_field() -> None:
+    launched = BranchLaunched("r", "k", "s", 1, 1, 100, 200, "{}", 50)
+    assert record_time_ms(launched) == 50
+    assert record_time_ms(RunStatusChanged("r", "k", "pending", "running", 7)) == 7
+
+
+def test_every_record_type_has_a_handler() -> None:
+    # A new event type must be thought about: give it a handler (even one that returns []).
+    assert set(RECORD_CLASSES) - set(HANDLERS) == set()
+
+
+def test_every_table_is_created_by_a_migration() -> None:
+    text = "\n".join(m.text for m in migrations())
+    for spec in TABLES:
+        assert f"CREATE TABLE {spec.name} (" in text
+
+
+def test_reduce_and_merge_rules() -> None:
+    low: RowOp = (
+        "run_status",
+        {"run_id": "r", "status": "a", "previous_status": None, "changed_at_ms": 1, "rank": (1,)},
+    )
+    high: RowOp = (
+        "run_status",
+        {"run_id": "r", "status": "b", "previous_status": "a", "changed_at_ms": 2, "rank": (2,)},
+    )
+    assert reduce_rows([high, low])["run_status"][0]["status"] == "b"
+    memory = MemoryProjection()
+    memory.apply([high])
+    memory.apply([low])
+    assert memory.tables["run_status"][("r",)]["status"] == "b"
+
+
+def test_nul_characters_are_replaced_before_storing() -> None:
+    assert storable("a\x00b") == "a\ufffdb"
+    assert storable(("x\x00",)) == ["x\ufffd"]
+    record = DeliveryDeduplicated("d\x00", "k", "r", "in\x00flight", 1, 2)
+    memory = MemoryProjection()
+    memory.apply(project(Source("runs", 0, 0), record))
+    assert ("d\ufffd",) in memory.tables["delivery_outcomes"]
+    assert memory.counters[("duplicates", "in\ufffdflight")] == 1
+    assert "\\u0000" not in str(memory.tables["event_log"][("runs", 0, 0)]["record"])
+
+
+def test_metrics_text() -> None:
+    text = render(
+        {"deliveries": 3, "duplicates": {'we"ird\\': 1}, "holds": 2},
+        [{"topic": "runs", "partition": 0, "next_offset": 9}],
+        parked=1,
+    )
+    assert "# TYPE sluicegate_deliveries_total counter\nsluicegate_deliveries_total 3" in text
+    assert 'sluicegate_duplicates_total{reason="we\\"ird\\\\"} 1' in text
+    assert "# TYPE sluicegate_holds gauge\nsluicegate_holds 2" in text
+    assert 'sluicegate_projection_offset{topic="runs",partition="0"} 9' in text
+    assert text.endswith("\n")
+
+
+def test_difference_descriptions() -> None:
+    changed = Difference("runs", {"run_id": "r"}, "changed", {"a": 1, "b": 2}, {"a": 1, "b": 3})
+    assert changed.describe() == "runs (run_id='r'): b: live 2 != rebuilt 3"
+    only = Difference("runs", {"run_id": "r"}, "only_rebuilt", None, {"a": 1})
+    assert only.describe() == "runs (run_id='r'): only in rebuilt: {'a': 1}"
