@@ -18,6 +18,13 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     worker.add_argument("--slot", action="append", default=None, help="serve only this slot")
     worker.add_argument(
+        "--deadline-slot",
+        action="append",
+        default=None,
+        help="slot whose deadline is checked when its task is taken (repeatable; default: "
+        "signal). Others, like analysis and journal, may finish after it for the record.",
+    )
+    worker.add_argument(
         "--clock-uncertainty-ms", type=int, default=0, help="added to now at the deadline check"
     )
     worker.set_defaults(func=cmd_worker)
@@ -35,6 +42,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
         settings,
         demo_handler,
         slots=args.slot,
+        deadline_slots=args.deadline_slot or ["signal"],
         clock_uncertainty_ms=args.clock_uncertainty_ms,
         name="demo-worker",
     )
