@@ -22,6 +22,9 @@ from pathlib import Path
 
 import pytest
 
+from projections import queries
+from projections.projector import Projector
+from projections.testing import cleanup
 from schemas.codec import decode
 from schemas.events import BranchLaunched, RunAdmitted
 from sluicegate.config import Settings
@@ -223,10 +226,41 @@ def test_a_second_instance_joins_and_one_leaves_mid_stream(
     print(f"\ndrill join/leave: {counts}", file=sys.stderr)
     assert counts["runs_admitted"] == len(stream.keys)
 
+    # The read model agrees with the topics, and a rebuild from the topics verifies clean.
+    settings = drill_harness.settings
+    try:
+        with Projector(settings) as projector:
+            projector.run_until(timeout_s=120)
+        with queries.reader(settings) as (conn, schema):
+            stats = queries.get_stats(conn, schema)
+        assert stats["deliveries"] == counts["deliveries"]
+        assert stats["runs_admitted"] == counts["runs_admitted"]
+        assert stats["branch_launches"] == counts["branch_launches"]
+        assert sum(stats["duplicates"].values()) == counts["duplicates"]
+        env = dict(os.environ, SLUICEGATE_TOPIC_PREFIX=settings.topic_prefix)
+        verified = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "sluicegate.cli",
+                "projections",
+                "rebuild",
+                "--verify",
+                "--no-progress",
+            ],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
+        assert verified.returncode == 0, verified.stdout + verified.stderr
+    finally:
+        cleanup(settings)
 
-def test_admission_throughput_on_a_backlog(
-    drill_harness: AdmissionHarness, tmp_path: Path
-) -> None:
+
+def test_admission_throughput_on_a_backlog(drill_harness: AdmissionHarness, tmp_path: Path) -> None:
     """Reports deliveries/s for a 20,000-delivery backlog (25% duplicates); asserts only
     exactly-once, never speed (the machine is shared)."""
     bodies = plan(20_000, 0.25, seed=13)

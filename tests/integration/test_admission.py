@@ -13,6 +13,7 @@ import pytest
 
 from schemas.commands import AdmitDelivery, AuthorizeRerun
 from schemas.events import (
+    AdmissionRecordEvicted,
     BranchCompleted,
     BranchLaunched,
     BranchRelaunched,
@@ -25,6 +26,7 @@ from schemas.events import (
 )
 from streams.core.identity import rejection_key
 from tests.admission_harness import T0, AdmissionHarness, Outcomes, candle
+from tests.kafka_helpers import read_topic
 
 pytestmark = pytest.mark.integration
 
@@ -287,3 +289,38 @@ def test_unknown_subscription_and_missing_identity_are_rejected(
     out: Outcomes = harness.wait_for_outcomes(2)
     reasons = {r.delivery_id: r.reason for r in out.of(DeliveryRejected)}
     assert reasons == {"d-unknown": "unknown_subscription", "d-missing": "missing_identity_fields"}
+
+
+def test_records_are_evicted_after_the_horizon_with_a_changelog_tombstone(
+    harness: AdmissionHarness,
+) -> None:
+    harness.apply_workflow(retention="1h")
+    harness.start_processor()
+    first = harness.deliver(candle())
+    out = harness.wait_for(lambda o: len(o.of(BranchLaunched)) == SLOTS)
+    for launched in out.of(BranchLaunched):
+        harness.complete(launched)
+    harness.wait_for(lambda o: len(o.of(BranchCompleted)) == SLOTS)
+
+    # Not yet: within retention + margin the record stays, and a copy is a duplicate.
+    harness.clock.advance(60 * 60_000)
+    early = harness.deliver(candle())
+    out = harness.wait_for(lambda o: bool(o.outcome_for(early.delivery_id)))
+    assert isinstance(out.outcome_for(early.delivery_id)[0], DeliveryDeduplicated)
+
+    harness.clock.advance(2 * 60 * 60_000)  # past source time + 1 h retention + 1 h margin
+    out = harness.wait_for(lambda o: bool(o.of(AdmissionRecordEvicted)))
+    (evicted,) = out.of(AdmissionRecordEvicted)
+    assert evicted.admission_key == first.admission_key
+
+    changelog = read_topic(harness.settings, harness.settings.topic("admission-changelog"))
+    state_key = f"s/{first.admission_key}".encode()
+    last = [m for m in changelog if m.key() == state_key][-1]
+    assert last.value() is None, "eviction must leave a tombstone in the changelog"
+
+    # A copy arriving after eviction is beyond the horizon: rejected, never a second run.
+    late = harness.deliver(candle())
+    out = harness.wait_for(lambda o: bool(o.outcome_for(late.delivery_id)))
+    (rejected,) = out.outcome_for(late.delivery_id)
+    assert isinstance(rejected, DeliveryRejected) and rejected.reason == "beyond_horizon"
+    assert len(out.of(RunAdmitted)) == 1

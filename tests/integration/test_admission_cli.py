@@ -1,0 +1,120 @@
+"""The admission CLI as users run it: ``workflows apply`` and ``publish`` in subprocesses."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from schemas.codec import decode
+from schemas.commands import AdmitDelivery
+from sluicegate.config import Settings
+from sluicegate.topics import ensure_topics
+from tests.admission_harness import EXAMPLE_WORKFLOW, candle
+from tests.kafka_helpers import read_topic, unique_settings
+
+pytestmark = pytest.mark.integration
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def sluicegate(
+    settings: Settings, *args: str, stdin: str | None = None
+) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, SLUICEGATE_TOPIC_PREFIX=settings.topic_prefix)
+    return subprocess.run(
+        [sys.executable, "-m", "sluicegate.cli", *args],
+        cwd=ROOT,
+        env=env,
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+@pytest.fixture()
+def settings() -> Settings:
+    s = unique_settings()
+    ensure_topics(s)
+    return s
+
+
+def test_workflows_apply_publishes_a_new_revision_only_when_changed(
+    settings: Settings, tmp_path: Path
+) -> None:
+    first = sluicegate(settings, "workflows", "apply", str(EXAMPLE_WORKFLOW), "--json")
+    assert first.returncode == 0, first.stderr
+    assert json.loads(first.stdout)[0] == {
+        "subscription": "btc-breakout",
+        "environment": "paper",
+        "revision": 1,
+        "change": "new revision",
+    }
+    again = sluicegate(settings, "workflows", "apply", str(EXAMPLE_WORKFLOW), "--json")
+    assert json.loads(again.stdout)[0]["change"] == "unchanged"
+
+    changed = tmp_path / "changed.toml"
+    changed.write_text(EXAMPLE_WORKFLOW.read_text().replace('window = "5s"', 'window = "7s"'))
+    third = sluicegate(settings, "workflows", "apply", str(changed), "--json")
+    assert json.loads(third.stdout)[0]["revision"] == 2
+    assert len(read_topic(settings, settings.topic("workflows"))) == 2
+
+
+def test_a_broken_workflow_file_names_every_problem_and_applies_nothing(
+    settings: Settings, tmp_path: Path
+) -> None:
+    broken = tmp_path / "broken.toml"
+    broken.write_text(
+        EXAMPLE_WORKFLOW.read_text()
+        .replace('window = "5s"', 'window = "5x"')
+        .replace('environment  = "paper"', 'environment  = "prod"')
+    )
+    result = sluicegate(settings, "workflows", "apply", str(broken))
+    assert result.returncode == 1
+    assert "validity.window" in result.stderr and "environment" in result.stderr
+    assert read_topic(settings, settings.topic("workflows")) == []
+
+
+def test_publish_reports_malformed_lines_and_produces_only_the_good_ones(
+    settings: Settings,
+) -> None:
+    assert sluicegate(settings, "workflows", "apply", str(EXAMPLE_WORKFLOW)).returncode == 0
+    good = dict(candle(), subscription="btc-breakout", environment="paper")
+    lines = [
+        json.dumps(good),
+        "{not json",
+        json.dumps(dict(good, environment="staging")),
+        json.dumps(dict(good, subscription="nobody")),
+        json.dumps({k: v for k, v in good.items() if k != "venue"}),
+        "",
+        json.dumps(dict(good, candle_open="2026-11-30T12:01:00Z")),
+        "[1, 2]",
+    ]
+    result = sluicegate(settings, "publish", "--json", stdin="\n".join(lines) + "\n")
+    assert result.returncode == 1
+    for number, reason in [
+        (2, "not JSON"),
+        (3, "environment"),
+        (4, "unknown subscription"),
+        (5, "venue"),
+        (8, "not a JSON object"),
+    ]:
+        assert f"stdin:{number}: " in result.stderr and reason in result.stderr
+    assert "published 2 deliveries; 5 malformed line(s) skipped" in result.stderr
+
+    published = [json.loads(line) for line in result.stdout.splitlines()]
+    assert [p["line"] for p in published] == [1, 7]
+    produced = [
+        decode(m.value() or b"") for m in read_topic(settings, settings.topic("deliveries"))
+    ]
+    deliveries = [d for d in produced if isinstance(d, AdmitDelivery)]
+    assert len(deliveries) == len(produced)
+    assert sorted(d.delivery_id for d in deliveries) == sorted(p["delivery_id"] for p in published)
+    by_key = {m.key() for m in read_topic(settings, settings.topic("deliveries"))}
+    assert by_key == {p["admission_key"].encode() for p in published}
