@@ -11,6 +11,7 @@ from __future__ import annotations
 import signal
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass
 
@@ -29,19 +30,11 @@ class _Child:
     next_start: float = 0.0
 
 
-def available_components() -> list[str]:
-    """Components whose subcommand exists in this build."""
-    from sluicegate.cli import build_parser
-
-    parser = build_parser()
-    choices: set[str] = set()
-    for action in parser._subparsers._group_actions if parser._subparsers else []:
-        choices.update(getattr(action, "choices", {}) or {})
-    return [c for c in COMPONENTS if c in choices]
-
-
-def serve(settings: Settings, only: list[str] | None = None) -> int:
-    components = available_components()
+def serve(
+    settings: Settings, only: list[str] | None = None, stop: threading.Event | None = None
+) -> int:
+    """Run the components until SIGTERM/SIGINT (or ``stop``), restarting any that exits."""
+    components = list(COMPONENTS)
     if only:
         unknown = sorted(set(only) - set(components))
         if unknown:
@@ -50,14 +43,14 @@ def serve(settings: Settings, only: list[str] | None = None) -> int:
             )
         components = [c for c in components if c in only]
     children = [_Child(name) for name in components]
-    stopping = False
+    stopping = stop or threading.Event()
 
-    def stop(_signum: int, _frame: object) -> None:
-        nonlocal stopping
-        stopping = True
+    def on_signal(_signum: int, _frame: object) -> None:
+        stopping.set()
 
-    signal.signal(signal.SIGTERM, stop)
-    signal.signal(signal.SIGINT, stop)
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, on_signal)
+        signal.signal(signal.SIGINT, on_signal)
     print(
         f"sluicegate serve: {', '.join(components)} (Kafka {settings.kafka}, "
         f"prefix {settings.topic_prefix!r}, HTTP {settings.http_host}:{settings.http_port})",
@@ -65,7 +58,7 @@ def serve(settings: Settings, only: list[str] | None = None) -> int:
         flush=True,
     )
     try:
-        while not stopping:
+        while not stopping.is_set():
             now = time.monotonic()
             for child in children:
                 if child.process is not None and child.process.poll() is not None:
