@@ -12,11 +12,9 @@ from __future__ import annotations
 import base64
 import csv
 import dataclasses
-import re
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any, TextIO
 
 import orjson
@@ -37,30 +35,23 @@ from schemas.errors import SchemaError
 from schemas.registry import RECORD_CLASSES
 from sluicegate.config import Settings
 from sluicegate.topics import TOPICS
+from streams.core.durations import parse_time as core_parse_time
+from streams.core.errors import InvalidValue
 
 _LATEST = OffsetSpec.latest()  # type: ignore[no-untyped-call]
 _EARLIEST = OffsetSpec.earliest()  # type: ignore[no-untyped-call]
-_EPOCH_MS = re.compile(r"^\d{1,16}$")
 
 
 def parse_time(text: str) -> int:
-    """Epoch milliseconds from RFC 3339 (``2026-11-30T12:00:00Z``) or epoch ms digits.
+    """Epoch milliseconds from RFC 3339 with an offset (``2026-11-30T12:00:00Z``) or epoch ms.
 
-    Raises :class:`InvalidFilter` for anything else, and for times without a UTC offset.
+    The same rules as every other time Sluicegate reads (``streams.core.durations``); raises
+    :class:`InvalidFilter` for anything else, including times without a UTC offset.
     """
-    value = text.strip()
-    if _EPOCH_MS.match(value):
-        return int(value)
     try:
-        moment = datetime.fromisoformat(value.replace("z", "Z").replace("Z", "+00:00"))
-    except ValueError:
-        moment = None
-    if moment is None or moment.tzinfo is None:
-        raise InvalidFilter(
-            f"{text!r} is not a time: use RFC 3339 with an offset (2026-11-30T12:00:00Z) or "
-            "epoch milliseconds"
-        )
-    return int(moment.timestamp() * 1000)
+        return core_parse_time(text)
+    except InvalidValue as e:
+        raise InvalidFilter(f"--since/--until: {e}") from e
 
 
 @dataclass(frozen=True)

@@ -43,7 +43,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeAlias
+from typing import TypeAlias
 
 import orjson
 
@@ -664,46 +664,30 @@ def _run_admitted(
         subscription, environment = frozen.subscription, frozen.environment
     else:  # pragma: no cover - callers always pass one of the two
         raise InconsistentHistory(f"{admission_key}: no workflow to admit under")
-    fields: dict[str, Any] = {
-        "run_id": run_id,
-        "admission_key": admission_key,
-        "delivery_id": delivery_id,
-        "subscription": subscription,
-        "environment": environment,
-        "workflow_revision": revision,
-        "source": source,
-        "event_id": event_id,
-        "content_digest": content_digest,
-        "source_time_ms": source_time_ms,
-        "expires_at_ms": expires_at_ms,
-        "validity_source_time": validity_source_time,
-        "validity_window_ms": validity_window_ms,
-        "slots": slots,
-        "scope_key": scope_key,
-        "sequence": sequence,
-        "payload_json": payload_json,
-        "rerun_number": rerun_number,
-        "rerun_of": rerun_of,
-        "rerun_reason": rerun_reason,
-        "admitted_at_ms": now,
-    }
-    if _RUN_ADMITTED_CARRIES_RETENTION:
-        fields["retention_ms"] = retention
-    return RunAdmitted(**fields)
-
-
-# RunAdmitted does not (yet) carry the retention the run was admitted under, and evolve sees
-# only events, so the eviction time cannot be rebuilt from the history. Until the schema
-# grows an optional ``retention_ms`` field, records are simply never evicted (keeping a
-# record longer is always safe); once it exists, both directions below pick it up.
-_RUN_ADMITTED_CARRIES_RETENTION = "retention_ms" in {
-    field.name for field in dataclasses.fields(RunAdmitted)
-}
-
-
-def _event_retention_ms(event: RunAdmitted) -> int | None:
-    value = getattr(event, "retention_ms", None)
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
+    return RunAdmitted(
+        run_id=run_id,
+        admission_key=admission_key,
+        delivery_id=delivery_id,
+        subscription=subscription,
+        environment=environment,
+        workflow_revision=revision,
+        source=source,
+        event_id=event_id,
+        content_digest=content_digest,
+        source_time_ms=source_time_ms,
+        expires_at_ms=expires_at_ms,
+        validity_source_time=validity_source_time,
+        validity_window_ms=validity_window_ms,
+        slots=slots,
+        scope_key=scope_key,
+        sequence=sequence,
+        payload_json=payload_json,
+        rerun_number=rerun_number,
+        rerun_of=rerun_of,
+        rerun_reason=rerun_reason,
+        admitted_at_ms=now,
+        retention_ms=retention,
+    )
 
 
 def _launches(admitted: RunAdmitted, timeout_ms: int, now: int) -> list[AdmissionEvent]:
@@ -865,7 +849,7 @@ def _evolve_admitted(state: OccurrenceState | None, event: RunAdmitted) -> Occur
         slot_names=tuple(event.slots),
         slots=(),
         branch_timeout_ms=0,
-        retention_ms=_event_retention_ms(event),
+        retention_ms=event.retention_ms,  # None in v1 records: never evicted
         rerun_of=event.rerun_of,
         rerun_reason=event.rerun_reason,
         admitted_at_ms=event.admitted_at_ms,

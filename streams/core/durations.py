@@ -71,6 +71,10 @@ _RFC3339_RE = re.compile(
     r"([0-9]{4})-([0-9]{2})-([0-9]{2})[Tt ]([0-9]{2}):([0-9]{2}):([0-9]{2})(?:\.([0-9]{1,9}))?"
     r"(?:([Zz])|([+-])([0-9]{2}):([0-9]{2}))"
 )
+# The same without an offset: refused, but with a message that says what is missing.
+_NAIVE_TIME_RE = re.compile(
+    r"[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt ][0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]{1,9})?"
+)
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _ONE_MS = timedelta(milliseconds=1)
 
@@ -135,6 +139,8 @@ def parse_time(value: object) -> int:
         match = _RFC3339_RE.fullmatch(text)
         if match is not None:
             return _check_epoch_ms(_rfc3339_ms(match, value), value)
+        if _NAIVE_TIME_RE.fullmatch(text):
+            raise InvalidValue(f"{_quote(value)} has no UTC offset; add Z or +HH:MM ({TIME_FORMS})")
     raise InvalidValue(f"{_quote(value)} is not a time ({TIME_FORMS})")
 
 
