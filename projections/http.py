@@ -1,21 +1,31 @@
 """The read side over HTTP: ``GET /v1/runs/{id}``, ``/v1/occurrences/{key}``, ``/v1/stats``,
 ``/metrics``.
 
+:func:`create_read_app` is the application ``sluicegate ingest`` serves on its *own* listener
+(``SLUICEGATE_READ_HTTP``, loopback by default), never on the webhook's: runs carry payloads,
+accounts and prices, which a sender of webhooks has no business reading. With a token it
+answers only requests bearing ``Authorization: Bearer <token>`` (401 otherwise, one body for
+every reason); every request gets one JSON access-log line (``sluicegate.read.access``).
+
 :func:`add_read_routes` registers the routes and a small PostgreSQL connection pool on an
 existing :class:`aiohttp.web.Application` (the pool opens with the app and closes with it).
 Queries are the CLI's (:mod:`projections.queries`), run in a worker thread. Errors are JSON:
-``{"error": {"code", "message", "problems"}}`` — 404 for an unknown id, 503 when the
+``{"error": {"code", "message", "problems"}}`` — 404 for an unknown id or route, 503 when the
 projection cannot be read.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hmac
+import logging
+import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any, TypeVar
 
 import psycopg
 from aiohttp import web
+from aiohttp.typedefs import Handler, Middleware
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from projections import metrics, queries
@@ -24,6 +34,8 @@ from projections.errors import ProjectionUnavailable
 from sluicegate.config import Settings
 
 _T = TypeVar("_T")
+
+access_log = logging.getLogger("sluicegate.read.access")
 
 POOL_KEY: web.AppKey[ConnectionPool] = web.AppKey("sluicegate_read_pool", ConnectionPool)
 SETTINGS_KEY: web.AppKey[Settings] = web.AppKey("sluicegate_read_settings", Settings)
@@ -37,6 +49,56 @@ def error_response(
         {"error": {"code": code, "message": message, "problems": problems or []}},
         status=status,
     )
+
+
+def create_read_app(settings: Settings, *, token: str | None = None) -> web.Application:
+    """The read API alone, optionally behind a Bearer ``token`` (compared in constant time)."""
+    app = web.Application(middlewares=[_read_middleware(token)])
+    add_read_routes(app, settings)
+    return app
+
+
+def _read_middleware(token: str | None) -> Middleware:
+    expected = token.encode() if token is not None else None
+
+    @web.middleware
+    async def middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+        started = time.perf_counter()
+        response: web.StreamResponse
+        if expected is not None and not _bearer_matches(request, expected):
+            response = error_response(
+                401, "unauthorized", "send Authorization: Bearer <SLUICEGATE_READ_TOKEN>"
+            )
+            response.headers["WWW-Authenticate"] = 'Bearer realm="sluicegate-read"'
+        else:
+            try:
+                response = await handler(request)
+            except web.HTTPException as e:
+                if e.status < 400:
+                    raise
+                code = "not_found" if e.status == 404 else f"http_{e.status}"
+                response = error_response(e.status, code, e.reason or "request refused")
+        access_log.info(
+            "request",
+            extra={
+                "fields": {
+                    "method": request.method,
+                    "path": request.path[:512],
+                    "status": response.status,
+                    "latency_ms": round((time.perf_counter() - started) * 1000, 3),
+                }
+            },
+        )
+        return response
+
+    return middleware
+
+
+def _bearer_matches(request: web.Request, expected: bytes) -> bool:
+    scheme, _, presented = request.headers.get("Authorization", "").partition(" ")
+    # surrogateescape: header bytes that are not UTF-8 must compare unequal, not crash.
+    given = presented.strip().encode("utf-8", "surrogateescape")
+    return scheme.lower() == "bearer" and hmac.compare_digest(given, expected)
 
 
 def add_read_routes(app: web.Application, settings: Settings) -> None:

@@ -3,37 +3,42 @@
 ``POST /v1/hooks/{subscription}?env=paper|live[&wait=2s][&token=...]`` turns one request into
 one ``AdmitDelivery`` on the ``deliveries`` topic, keyed by its admission key. In order:
 
-1. ``env`` (default ``paper``) and ``wait`` are checked (422), a declared ``Content-Length``
-   over the limit is refused (413);
-2. the destination's workflow is looked up (404 when none is applied; 503 if the workflow
-   table cannot be read in time);
-3. the media type is checked (415) and the body read, at most the limit (413) within the
-   body timeout (408);
-4. the sender is authenticated (401) — before any problem with the body is disclosed, and
-   before anything is produced;
-5. the body is parsed and the workflow's identity derived (422, ``problems`` lists every
+1. the request's shape, judged the same way whatever the name (so that no answer tells
+   what is configured): ``env`` (default ``paper``) and ``wait`` (422), a declared
+   ``Content-Length`` over the limit (413), the media type and encoding (415);
+2. the body is read, at most the limit (413) within the body timeout (408); a client that
+   goes away meanwhile gets no answer (logged as 499);
+3. the destination's workflow is looked up (503 if the workflow table cannot be read in
+   time) and the sender authenticated: an unknown destination, an unset secret variable
+   and bad credentials are all one 401 with one body, whose reason is only in the log;
+4. the body is parsed and the workflow's identity derived (422, ``problems`` lists every
    field); a top-level ``"token"`` field is removed first, whatever the auth mode;
-6. the delivery is produced and the broker's acknowledgement awaited (503 with
+5. the delivery is produced and the broker's acknowledgement awaited (503 with
    ``Retry-After`` if it does not come within the budget, ``SLUICEGATE_INGEST_ACK_TIMEOUT``,
-   which also covers step 2);
-7. 202 ``{"delivery_id", "admission_key"}``; with ``?wait=`` the admission outcome is awaited
+   which also covers the lookup);
+6. 202 ``{"delivery_id", "admission_key"}``; with ``?wait=`` the admission outcome is awaited
    up to that long and the answer is 200 with ``outcome``/``run_id``/``duplicate``/``reason``,
    or 202 with ``"outcome": "pending"``.
 
 Every refusal is ``{"error": {"code", "message", "problems"}}``; nothing is produced for a
 refused request. Any exception that is not a deliberate refusal is a server fault: it is
 logged with its traceback and answered 500 ``internal_error`` (input must never reach that
-path; ``tests/integration/test_ingest_fuzz.py`` holds the app to it).
+path; ``tests/integration/test_ingest_fuzz.py`` holds the app to it). Requests that aiohttp
+cannot parse as HTTP at all get its plain-text 400, logged as one warning line without a
+traceback.
+
+This application serves only the hooks, ``/healthz`` and ``/readyz``: the read API has its
+own listener (:mod:`consumers.ingest.server`).
 
 Each request writes one JSON access-log line (logger ``sluicegate.ingest.access``) with the
-method, the path without its query string, status, latency, subscription and delivery id.
-No secret, token, signature or body ever appears in a log line or a response.
+method, the path without its query string, status, latency, subscription and delivery id,
+and for refusals ``error`` (the code) and ``detail`` (the reason, e.g. which check a 401
+failed). No secret, token, signature or body ever appears in a log line or a response.
 """
 
 from __future__ import annotations
 
 import asyncio
-import importlib
 import logging
 import os
 import re
@@ -56,6 +61,7 @@ from consumers.ingest.auth import (
 )
 from consumers.ingest.errors import (
     BadRequest,
+    ClientDisconnected,
     InternalError,
     InvalidBody,
     InvalidEnvironment,
@@ -67,7 +73,7 @@ from consumers.ingest.errors import (
     Problem,
     RequestRefused,
     RequestTimeout,
-    UnknownSubscription,
+    Unauthorized,
     UnsupportedMediaType,
 )
 from consumers.ingest.outcomes import PENDING, Outcome, OutcomeTracker
@@ -159,14 +165,6 @@ class Ingest:
         limit = self.limits.max_body_bytes
         if request.content_length is not None and request.content_length > limit:
             raise PayloadTooLarge(f"the body is larger than {limit} bytes")
-
-        budget = self.limits.ack_timeout_s
-        workflow = await self.directory.find(subscription, environment, budget)
-        if workflow is None:
-            raise UnknownSubscription(
-                f"no workflow is applied for subscription {subscription[:100]!r} in "
-                f"{environment}: apply one with `sluicegate workflows apply`"
-            )
         kind = body_kind(request.content_type, request.charset)
         encoding = request.headers.get("Content-Encoding", "identity").strip().lower()
         if encoding not in ("", "identity"):
@@ -176,6 +174,13 @@ class Ingest:
         # The sender's upload time is not ours to spend: only server-side waits count.
         started += time.monotonic() - read_started
 
+        budget = self.limits.ack_timeout_s
+        workflow = await self.directory.find(subscription, environment, budget)
+        if workflow is None:
+            raise Unauthorized(
+                f"no workflow is applied for {subscription[:100]!r} in {environment} "
+                "(`sluicegate workflows apply`)"
+            )
         # Parse before authenticating (a token may be in the body) but disclose body
         # problems only to an authenticated sender.
         payload: dict[str, object] | None
@@ -197,7 +202,8 @@ class Ingest:
             now_s=now_ms / 1000,
             window_s=self.limits.replay_window_s,
             guard=self.guard,
-            destination=f"{workflow.subscription}/{workflow.environment}",
+            subscription=workflow.subscription,
+            environment=workflow.environment,
         )
         produced = False
         try:
@@ -299,6 +305,9 @@ async def _read_body(request: web.Request, limit: int, timeout_s: float) -> byte
         return await asyncio.wait_for(read(), timeout_s)
     except TimeoutError:
         raise RequestTimeout(f"the body was not received within {timeout_s:g} s") from None
+    except ConnectionError:
+        # Closed, reset or half-closed mid-body: aiohttp wakes the reader with this.
+        raise ClientDisconnected("the client went away before its body was complete") from None
     except (HttpProcessingError, ClientPayloadError, web.RequestPayloadError):
         # Broken chunking or content encoding: the sender's fault, say so without detail.
         raise BadRequest(
@@ -379,12 +388,18 @@ def _access_middleware() -> Middleware:
         started = time.perf_counter()
         status = 500
         code: str | None = None
+        detail: str | None = None
         try:
             try:
                 response = await handler(request)
+            except ClientDisconnected as e:
+                # Nobody is left to read an answer; aiohttp drops it quietly.
+                response, code, detail = error_response(e), e.code, e.detail or e.message
+                status = 499
+                return response
             except RequestRefused as e:
                 response = error_response(e)
-                code = e.code
+                code, detail = e.code, e.detail
             except web.HTTPException as e:
                 if e.status < 400:
                     raise
@@ -413,6 +428,8 @@ def _access_middleware() -> Middleware:
             }
             if code is not None:
                 fields["error"] = code
+            if detail is not None:
+                fields["detail"] = detail
             access_log.info("request", extra={"fields": fields})
 
     return middleware
@@ -434,10 +451,31 @@ class _RedactTokens(logging.Filter):
         return True
 
 
-def _redact_aiohttp_access_log() -> None:
-    logger = logging.getLogger("aiohttp.access")
-    if not any(isinstance(f, _RedactTokens) for f in logger.filters):
-        logger.addFilter(_RedactTokens())
+class _QuietMalformedHttp(logging.Filter):
+    """Turns aiohttp's traceback for a request it could not parse into one warning line.
+
+    aiohttp answers such a request (bad request line, header bytes, framing) with its own 400
+    before any handler runs, and logs the parser's exception at ERROR with a traceback. That
+    is the client's fault, not the server's: the operator gets one line saying what was
+    refused, and tracebacks in the log stay reserved for real server faults.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        if isinstance(exc, HttpProcessingError):
+            remote = record.args[0] if isinstance(record.args, tuple) and record.args else "?"
+            record.msg = "refused a request that is not valid HTTP from %s: %s"
+            record.args = (remote, _shorten(str(exc.message or exc), 300))
+            record.exc_info, record.exc_text = None, None
+            record.levelno, record.levelname = logging.WARNING, "WARNING"
+        return True
+
+
+def _install_log_filters() -> None:
+    for name, kind in (("aiohttp.access", _RedactTokens), ("aiohttp.server", _QuietMalformedHttp)):
+        logger = logging.getLogger(name)
+        if not any(isinstance(f, kind) for f in logger.filters):
+            logger.addFilter(kind())
 
 
 def create_app(
@@ -450,7 +488,6 @@ def create_app(
     sink: Sink | None = None,
     outcomes: Outcomes | None = None,
     after_ack: Callable[[AdmitDelivery], None] | None = None,
-    read_api: bool = False,
 ) -> web.Application:
     """The ingest application.
 
@@ -460,9 +497,9 @@ def create_app(
     on clean-up (the producer is flushed first); passed-in ones belong to the caller.
     ``after_ack(delivery)`` runs after the broker acknowledged and before the answer — a
     fault-injection hook for tests; if it raises, the request is answered 500.
-    ``read_api`` mounts ``projections.http.add_read_routes`` when that module exists.
+    The application serves the hooks, ``/healthz`` and ``/readyz``, and nothing else.
     """
-    _redact_aiohttp_access_log()
+    _install_log_filters()
     ingest = Ingest(
         settings,
         limits or IngestSettings(),
@@ -484,8 +521,6 @@ def create_app(
     app.router.add_get("/healthz", ingest.healthz)
     app.router.add_get("/readyz", ingest.readyz)
     app.cleanup_ctx.append(_components(ingest))
-    if read_api:
-        _mount_read_api(app, settings)
     return app
 
 
@@ -519,21 +554,3 @@ def _components(ingest: Ingest) -> Callable[[web.Application], AsyncIterator[Non
                 await owned_directory.close()
 
     return lifecycle
-
-
-def _mount_read_api(app: web.Application, settings: Settings) -> None:
-    # Lazy: ingest must work in a build (or a deployment) without the read model.
-    try:
-        read_http = importlib.import_module("projections.http")
-    except ModuleNotFoundError as e:
-        if e.name in ("projections.http", "projections"):
-            log.info("read API not mounted: projections.http is not available")
-            return
-        log.exception("read API not mounted: projections.http failed to import")
-        return
-    add_routes = getattr(read_http, "add_read_routes", None)
-    if add_routes is None:
-        log.info("read API not mounted: projections.http has no add_read_routes")
-        return
-    add_routes(app, settings)
-    log.info("read API mounted")

@@ -1,16 +1,22 @@
 """Who may post to a subscription: HMAC signatures, secret tokens, or nobody-checks (open).
 
 Pure: no I/O, no clock reads (``now_s`` is passed in), no logging. Every comparison of a
-secret-derived value uses :func:`hmac.compare_digest`. No message raised here contains a
-secret, a token, a signature or any part of the body.
+secret-derived value uses :func:`hmac.compare_digest`. Refusals are :class:`Unauthorized`,
+whose answer is the same for every reason; the reason (``str(error)``) is for ingest's log
+and never contains a secret, a token, a signature or any part of the body.
 
 Policy, per workflow destination (``[workflow.auth]``):
 
 - ``hmac_secret_env = "VAR"``: the sender signs. Header
-  ``X-Sluicegate-Signature: t=<unix seconds>,v1=<hex HMAC-SHA256(secret, "<t>." + body)>``.
+  ``X-Sluicegate-Signature: t=<unix seconds>,v2=<hex HMAC-SHA256(secret, signed string)>``
+  where the signed string is ``"<t>.<subscription>/<environment>." + body`` (see
+  :func:`signed_string`). The destination is part of what is signed, so a request captured
+  on its way to one destination is refused by every other, even one sharing the secret.
   ``t`` must be within the replay window of now (either way, to allow clock skew), and a
-  signature is accepted once: the same signature again within the window is a replay. More
-  than one ``v1=`` may be given (secret rotation); one match suffices.
+  signature is accepted once: the same signature again within the window is a replay,
+  whichever destination it is sent to. More than one ``v2=`` may be given (secret
+  rotation); one match suffices. ``v1=`` (the retired scheme that signed ``"<t>." + body``
+  only) is refused.
 - ``token_env = "VAR"``: for senders that cannot sign (TradingView). The secret token comes in
   ``?token=`` or in a top-level ``"token"`` body field; the caller removes the body field
   before the payload goes anywhere.
@@ -18,7 +24,7 @@ Policy, per workflow destination (``[workflow.auth]``):
   without is judged by its token.
 - Neither declared: the destination is *open*; anyone who can reach ingest can post to it.
 - A declared variable that is unset or empty in ingest's environment closes the destination:
-  every request is refused with 401 and a message naming the variable. Never open by default.
+  every request is refused (the log names the variable). Never open by default.
 """
 
 from __future__ import annotations
@@ -35,8 +41,12 @@ from schemas.events import WorkflowRevised
 SIGNATURE_HEADER = "X-Sluicegate-Signature"
 TOKEN_FIELD = "token"
 
-_TIMESTAMP = re.compile(r"^\d{1,12}$")
-_HEX_SHA256 = re.compile(r"^[0-9a-fA-F]{64}$")
+SCHEME = "v2"
+RETIRED_SCHEMES = ("v1",)
+
+# ASCII only, matched whole: ``\d`` (and ``int()``) also accept the digits of other scripts.
+_TIMESTAMP = re.compile(r"[0-9]{1,12}")
+_HEX_SHA256 = re.compile(r"[0-9a-fA-F]{64}")
 # A header with more parts than this is not a signature header anyone wrote on purpose.
 _MAX_PARTS = 8
 
@@ -73,14 +83,27 @@ def policy_for(workflow: WorkflowRevised, environ: Mapping[str, str]) -> AuthPol
     return AuthPolicy(token_secret=token, hmac_secret=signing, unset=tuple(unset))
 
 
-def signature_of(secret: bytes, timestamp: str, body: bytes) -> str:
-    """Hex HMAC-SHA256 of ``"<timestamp>." + body`` under ``secret``."""
-    return hmac.new(secret, timestamp.encode("ascii") + b"." + body, hashlib.sha256).hexdigest()
+def signed_string(timestamp: str, subscription: str, environment: str, body: bytes) -> bytes:
+    """What a ``v2`` signature covers: ``"<t>.<subscription>/<environment>." + body``.
+
+    Unambiguous: ``t`` is ASCII digits, a subscription name never contains ``/`` and an
+    environment is ``paper`` or ``live``, so no two (t, destination, body) give one string.
+    """
+    return f"{timestamp}.{subscription}/{environment}.".encode() + body
 
 
-def sign(secret: bytes, timestamp: int, body: bytes) -> str:
-    """The signature header value a sender attaches to ``body`` signed at ``timestamp``."""
-    return f"t={timestamp},v1={signature_of(secret, str(timestamp), body)}"
+def signature_of(
+    secret: bytes, timestamp: str, subscription: str, environment: str, body: bytes
+) -> str:
+    """Hex HMAC-SHA256 of :func:`signed_string` under ``secret``."""
+    message = signed_string(timestamp, subscription, environment, body)
+    return hmac.new(secret, message, hashlib.sha256).hexdigest()
+
+
+def sign(secret: bytes, timestamp: int, subscription: str, environment: str, body: bytes) -> str:
+    """The header value a sender attaches to ``body`` for one destination, at ``timestamp``."""
+    digest = signature_of(secret, str(timestamp), subscription, environment, body)
+    return f"t={timestamp},{SCHEME}={digest}"
 
 
 @dataclass(frozen=True)
@@ -101,18 +124,20 @@ class VerifiedSignature:
 
 
 def parse_signature(header: str) -> ParsedSignature:
-    """Parse ``t=<digits>,v1=<64 hex>[,v1=...]``; unknown keys are ignored (future schemes).
+    """Parse ``t=<digits>,v2=<64 hex>[,v2=...]``; unknown keys are ignored (future schemes).
 
-    Raises :class:`Unauthorized` when the header is not of that form.
+    Raises :class:`Unauthorized` when the header is not of that form, or carries only
+    signatures of a retired scheme.
     """
     malformed = Unauthorized(
-        f"malformed {SIGNATURE_HEADER} header: expected t=<unix seconds>,v1=<hex HMAC-SHA256>"
+        f"malformed {SIGNATURE_HEADER} header: expected t=<unix seconds>,{SCHEME}=<hex HMAC-SHA256>"
     )
     parts = header.split(",")
     if len(parts) > _MAX_PARTS:
         raise malformed
     timestamps: list[str] = []
     candidates: list[str] = []
+    retired = False
     for part in parts:
         key, sep, value = part.strip().partition("=")
         if not sep:
@@ -120,34 +145,50 @@ def parse_signature(header: str) -> ParsedSignature:
         key, value = key.strip(), value.strip()
         if key == "t":
             timestamps.append(value)
-        elif key == "v1":
-            if not _HEX_SHA256.match(value):
+        elif key == SCHEME:
+            if not _HEX_SHA256.fullmatch(value):
                 raise malformed
             candidates.append(value.lower())
-    if len(timestamps) != 1 or not _TIMESTAMP.match(timestamps[0]) or not candidates:
+        elif key in RETIRED_SCHEMES:
+            retired = True
+    if not candidates and retired:
+        raise Unauthorized(
+            f"{SIGNATURE_HEADER} carries only v1= signatures, a retired scheme that did not "
+            f'cover the destination: the sender must sign "<t>.<subscription>/<environment>." '
+            f"+ body and send it as {SCHEME}= (see the README)"
+        )
+    if len(timestamps) != 1 or not _TIMESTAMP.fullmatch(timestamps[0]) or not candidates:
         raise malformed
     return ParsedSignature(timestamps[0], int(timestamps[0]), tuple(candidates))
 
 
 def verify_signature(
-    secret: bytes, header: str, body: bytes, *, now_s: float, window_s: float
+    secret: bytes,
+    header: str,
+    body: bytes,
+    *,
+    subscription: str,
+    environment: str,
+    now_s: float,
+    window_s: float,
 ) -> VerifiedSignature:
-    """Check the signature header over ``body``; return what matched (for replay bookkeeping).
+    """Check the signature header over ``body`` for the destination; return what matched.
 
-    Refuses (:class:`Unauthorized`) a malformed header, a signature that matches no ``v1``
-    (tampered body or timestamp, wrong secret), and a ``t`` more than ``window_s`` away from
-    ``now_s``. The match is checked first, so the window error is only told to holders of
-    the secret.
+    Refuses (:class:`Unauthorized`) a malformed header, a signature that matches no ``v2``
+    (tampered body or timestamp, another destination, wrong secret), and a ``t`` more than
+    ``window_s`` away from ``now_s``.
     """
     parsed = parse_signature(header)
-    digest = signature_of(secret, parsed.timestamp_text, body)
+    digest = signature_of(secret, parsed.timestamp_text, subscription, environment, body)
     expected = digest.encode("ascii")
     # Every candidate is compared (no early exit) so timing does not tell which one matched.
     matched = False
     for candidate in parsed.candidates:
         matched |= hmac.compare_digest(expected, candidate.encode("ascii"))
     if not matched:
-        raise Unauthorized(f"{SIGNATURE_HEADER} does not match the body")
+        raise Unauthorized(
+            f"{SIGNATURE_HEADER} does not match: another body, timestamp, destination or secret"
+        )
     if abs(now_s - parsed.timestamp) > window_s:
         raise Unauthorized(
             f"{SIGNATURE_HEADER} timestamp is outside the {window_s:g} s window: sign each "
@@ -217,7 +258,8 @@ def authenticate(
     now_s: float,
     window_s: float,
     guard: ReplayGuard,
-    destination: str,
+    subscription: str,
+    environment: str,
 ) -> str | None:
     """Refuse (:class:`Unauthorized`) unless the request may post to the destination.
 
@@ -228,18 +270,25 @@ def authenticate(
     if policy.unset:
         names = " and ".join(policy.unset)
         raise Unauthorized(
-            f"this subscription requires a secret that is not configured: the operator must "
-            f"set the environment variable {names} for sluicegate ingest and restart it"
+            f"{subscription}/{environment} requires a secret that is not configured: set the "
+            f"environment variable {names} for sluicegate ingest and restart it"
         )
     if policy.is_open:
         return None
     if policy.hmac_secret is not None and credentials.signature is not None:
         verified = verify_signature(
-            policy.hmac_secret, credentials.signature, body, now_s=now_s, window_s=window_s
+            policy.hmac_secret,
+            credentials.signature,
+            body,
+            subscription=subscription,
+            environment=environment,
+            now_s=now_s,
+            window_s=window_s,
         )
         # Keyed by the digest that matched (not by the header text, which a replayer could
-        # pad with extra v1 values): the digest already commits to t and the body.
-        key = f"{destination}|{verified.digest}"
+        # pad with extra v2 values). The digest commits to t, the destination and the body,
+        # so one key space serves every destination.
+        key = verified.digest
         if not guard.claim(key, verified.timestamp, now_s):
             raise Unauthorized(
                 f"{SIGNATURE_HEADER} was already used: sign every request anew, even a retry"

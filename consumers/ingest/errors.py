@@ -7,6 +7,8 @@ Two kinds:
   for the sender and, where several things are wrong at once, ``problems`` (one
   ``{"field", "message"}`` per problem). None of them is ever raised after anything was
   produced to Kafka, and none of their messages contains a secret, a token or a body value.
+  ``detail``, when set, is for ingest's log only (the access line's ``detail`` field): it
+  says why to the operator what the answer must not say to the caller.
 - :class:`IngestSettingsError` is an operator error at start-up (a bad ``SLUICEGATE_INGEST_*``
   value); the CLI prints it and exits non-zero.
 """
@@ -50,11 +52,13 @@ class RequestRefused(IngestError):
         problems: Sequence[Problem] = (),
         *,
         headers: Mapping[str, str] | None = None,
+        detail: str | None = None,
     ) -> None:
         super().__init__(message)
         self.message = message
         self.problems: tuple[Problem, ...] = tuple(problems)
         self.headers: dict[str, str] = dict(headers or {})
+        self.detail = detail
 
     def body(self) -> dict[str, object]:
         """The JSON error body of the contract."""
@@ -75,16 +79,10 @@ class BadRequest(RequestRefused):
 
 
 class NotFound(RequestRefused):
-    """No such route, or no workflow for the subscription and environment."""
+    """No such route (an unknown destination is :class:`Unauthorized`, never a 404)."""
 
     status = 404
     code = "not_found"
-
-
-class UnknownSubscription(NotFound):
-    """No workflow is applied for this subscription in this environment."""
-
-    code = "unknown_subscription"
 
 
 class MethodNotAllowed(RequestRefused):
@@ -101,11 +99,26 @@ class RequestTimeout(RequestRefused):
     code = "request_timeout"
 
 
+UNAUTHORIZED_MESSAGE = "not authorized to post here; the reason is in ingest's log"
+
+
 class Unauthorized(RequestRefused):
-    """Missing, malformed, wrong, expired or replayed credentials, or unset secrets."""
+    """The caller may not post to this destination, for whatever reason: no such destination,
+    an unset secret variable, missing, malformed, wrong, expired or replayed credentials.
+
+    Every instance answers the same body (:data:`UNAUTHORIZED_MESSAGE`), so that an
+    unauthenticated caller learns nothing about what is configured; the reason is ``detail``
+    (also ``str(error)``), which goes to ingest's log and never contains a secret.
+    """
 
     status = 401
     code = "unauthorized"
+
+    def __init__(self, detail: str) -> None:
+        super().__init__(UNAUTHORIZED_MESSAGE, detail=detail)
+
+    def __str__(self) -> str:
+        return self.detail or self.message
 
 
 class PayloadTooLarge(RequestRefused):
@@ -164,10 +177,21 @@ class KafkaUnavailable(RequestRefused):
         problems: Sequence[Problem] = (),
         *,
         headers: Mapping[str, str] | None = None,
+        detail: str | None = None,
     ) -> None:
-        super().__init__(message, problems, headers=headers)
+        super().__init__(message, problems, headers=headers, detail=detail)
         # TradingView ignores it, but other senders back off by it.
         self.headers.setdefault("Retry-After", "2")
+
+
+class ClientDisconnected(RequestRefused):
+    """The client went away before its request was complete: nobody is left to answer.
+
+    Logged as status 499 (no answer was sent); nothing was produced.
+    """
+
+    status = 400
+    code = "client_disconnected"
 
 
 class InternalError(RequestRefused):

@@ -1,18 +1,29 @@
 """Running the ingest application as a process (``sluicegate ingest``).
 
-:func:`run_ingest` makes sure the topics exist, serves on ``SLUICEGATE_HTTP`` and returns after
-SIGTERM or SIGINT once shutdown is complete: the listening socket closes first, requests in
-flight get up to ``shutdown_timeout_s`` to finish (each is bounded by the ack budget, or its
-``?wait=``), then the producer is flushed so that every acknowledged answer is backed by a
-written delivery, and the consumers are closed.
+:func:`run_ingest` makes sure the topics exist and serves two listeners until SIGTERM or
+SIGINT:
+
+- the webhook on ``SLUICEGATE_HTTP`` (hooks, ``/healthz``, ``/readyz``; nothing else);
+- the read API (``projections.http.create_read_app``: runs, occurrences, stats, metrics) on
+  ``SLUICEGATE_READ_HTTP``, 127.0.0.1:8081 by default, behind ``SLUICEGATE_READ_TOKEN`` when
+  it is set; ``off`` switches it off, and a build without ``projections`` has none.
+
+Either address being unusable (in use, not local) stops the process at start with a message
+naming the variable. Shutdown: the listening sockets close first, requests in flight get up
+to ``shutdown_timeout_s`` to finish (each is bounded by the ack budget, or its ``?wait=``),
+then the producer is flushed so that every acknowledged answer is backed by a written
+delivery, and the consumers are closed.
 
 aiohttp's own access log is switched off: its format includes the query string, which may
-carry a ``?token=``. The JSON access log of :mod:`consumers.ingest.app` replaces it.
+carry a ``?token=``. The JSON access logs of :mod:`consumers.ingest.app` and
+:mod:`projections.http` replace it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import importlib
+import ipaddress
 import logging
 import signal
 import sys
@@ -22,6 +33,7 @@ import orjson
 from aiohttp import web
 
 from consumers.ingest.app import create_app
+from consumers.ingest.errors import IngestSettingsError
 from consumers.ingest.settings import IngestSettings
 from sluicegate.config import Settings
 from sluicegate.topics import ensure_topics
@@ -44,7 +56,21 @@ class JsonLineFormatter(logging.Formatter):
             line.update(fields)
         if record.exc_info:
             line["exception"] = self.formatException(record.exc_info)
-        return orjson.dumps(line, default=str).decode("utf-8")
+        try:
+            return orjson.dumps(line, default=str).decode("utf-8")
+        except TypeError:
+            # A lone surrogate (bytes a client sent that are not UTF-8) cannot be JSON as is.
+            return orjson.dumps(_printable(line)).decode("utf-8")
+
+
+def _printable(value: object) -> object:
+    if isinstance(value, dict):
+        return {str(k): _printable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_printable(v) for v in value]
+    if value is None or isinstance(value, bool | int | float):
+        return value
+    return str(value).encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def configure_logging(level: int = logging.INFO) -> None:
@@ -66,26 +92,72 @@ async def serve(
     shutdown_timeout_s: float = 15.0,
 ) -> None:
     """Serve until ``stop`` is set, then shut down gracefully (see the module docstring)."""
-    app = create_app(settings, limits=limits, read_api=True)
-    runner = web.AppRunner(app, access_log=None, shutdown_timeout=shutdown_timeout_s)
-    await runner.setup()
-    # A burst of senders (one connection each) must not overflow the accept queue. No
-    # reuse_port: the replay guard is per process, so two processes on one port would let a
-    # replayed signature through whichever process had not seen it.
-    site = web.TCPSite(
-        runner, settings.http_host, settings.http_port, reuse_address=True, backlog=2048
-    )
-    await site.start()
-    log.info(
-        "listening",
-        extra={"fields": {"http": f"http://{settings.http_host}:{settings.http_port}"}},
-    )
+    runners: list[web.AppRunner] = []
     try:
+        app = create_app(settings, limits=limits)
+        runner = web.AppRunner(app, access_log=None, shutdown_timeout=shutdown_timeout_s)
+        await runner.setup()
+        runners.append(runner)
+        # A burst of senders (one connection each) must not overflow the accept queue. No
+        # reuse_port: the replay guard is per process, so two processes on one port would let
+        # a replayed signature through whichever process had not seen it.
+        await _listen(runner, "SLUICEGATE_HTTP", settings.http_host, settings.http_port, 2048)
+        read_app = _read_app(settings, limits)
+        if read_app is not None and limits.read_http is not None:
+            read_runner = web.AppRunner(
+                read_app, access_log=None, shutdown_timeout=shutdown_timeout_s
+            )
+            await read_runner.setup()
+            runners.append(read_runner)
+            host, port = limits.read_http
+            await _listen(read_runner, "SLUICEGATE_READ_HTTP", host, port, 128)
+            if limits.read_token is None and not _is_loopback(host):
+                log.warning(
+                    "the read API listens beyond this machine without SLUICEGATE_READ_TOKEN: "
+                    "anyone who reaches it can read runs, payloads and accounts",
+                    extra={"fields": {"read_http": f"{host}:{port}"}},
+                )
         await stop.wait()
         log.info("shutting down")
     finally:
-        await runner.cleanup()
+        for each in runners:
+            await each.cleanup()
         log.info("stopped")
+
+
+async def _listen(runner: web.AppRunner, var: str, host: str, port: int, backlog: int) -> None:
+    site = web.TCPSite(runner, host, port, reuse_address=True, backlog=backlog)
+    try:
+        await site.start()
+    except OSError as e:
+        raise IngestSettingsError(
+            f"{var}={host}:{port}: cannot listen there ({e.strerror or e}); choose a free local "
+            "address" + (" or set it to off" if var == "SLUICEGATE_READ_HTTP" else "")
+        ) from None
+    log.info("listening", extra={"fields": {"listener": var, "http": f"http://{host}:{port}"}})
+
+
+def _is_loopback(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return host == "localhost"
+
+
+def _read_app(settings: Settings, limits: IngestSettings) -> web.Application | None:
+    if limits.read_http is None:
+        log.info("read API switched off (SLUICEGATE_READ_HTTP=off)")
+        return None
+    # Lazy: ingest must work in a build (or a deployment) without the read model.
+    try:
+        read_http = importlib.import_module("projections.http")
+    except ModuleNotFoundError as e:
+        if e.name in ("projections.http", "projections"):
+            log.info("read API not served: projections.http is not available")
+            return None
+        raise
+    app: web.Application = read_http.create_read_app(settings, token=limits.read_token)
+    return app
 
 
 def run_ingest(settings: Settings, limits: IngestSettings | None = None) -> None:

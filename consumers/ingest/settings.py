@@ -1,14 +1,17 @@
-"""Ingest's own settings, read from ``SLUICEGATE_INGEST_*`` environment variables.
+"""Ingest's own settings, read from ``SLUICEGATE_INGEST_*`` and ``SLUICEGATE_READ_*``.
 
 | variable | default | meaning |
 |---|---|---|
+| ``SLUICEGATE_READ_HTTP`` | 127.0.0.1:8081 | the read API's own listener (``off``: none) |
+| ``SLUICEGATE_READ_TOKEN`` | (none) | if set, the read API wants ``Authorization: Bearer`` it |
 | ``SLUICEGATE_INGEST_MAX_BODY_BYTES`` | 65536 | larger bodies are refused with 413 |
 | ``SLUICEGATE_INGEST_REPLAY_WINDOW`` | 300s | accepted age (either way) of a signature's ``t`` |
 | ``SLUICEGATE_INGEST_ACK_TIMEOUT`` | 2s | server-side budget for lookup + broker ack, then 503 |
 | ``SLUICEGATE_INGEST_MAX_WAIT`` | 10s | the largest ``?wait=`` a sender may ask for |
 | ``SLUICEGATE_INGEST_BODY_TIMEOUT`` | 10s | time a client has to upload its body, then 408 |
 
-Durations are written ``250ms``, ``2s``, ``1.5s``, ``5m`` or as plain seconds.
+Durations are written ``250ms``, ``2s``, ``1.5s``, ``5m`` or as plain seconds, in ASCII
+digits only (``float()`` would also take the digits of other scripts).
 """
 
 from __future__ import annotations
@@ -20,13 +23,16 @@ from dataclasses import dataclass
 
 from consumers.ingest.errors import IngestSettingsError
 
-_DURATION = re.compile(r"^\s*(\d{1,9}(?:\.\d{1,6})?)\s*(ms|s|m)?\s*$")
+_DURATION = re.compile(r"\s*(\d{1,9}(?:\.\d{1,6})?)\s*(ms|s|m)?\s*", re.ASCII)
+DEFAULT_READ_HTTP = "127.0.0.1:8081"
+# What a Bearer credential may hold (RFC 6750's b64token), so a token can always be sent.
+_BEARER_TOKEN = re.compile(r"[A-Za-z0-9._~+/-]+=*")
 _UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, None: 1.0}
 
 
 def parse_duration_s(text: str) -> float | None:
     """Seconds for ``250ms``/``2s``/``1.5s``/``5m``/``2``; ``None`` if ``text`` is not one."""
-    match = _DURATION.match(text)
+    match = _DURATION.fullmatch(text)
     if match is None:
         return None
     return float(match.group(1)) * _UNIT_SECONDS[match.group(2)]
@@ -42,6 +48,9 @@ class IngestSettings:
     max_wait_s: float = 10.0
     body_timeout_s: float = 10.0
     retry_after_s: int = 2
+    # The read API's listener, or None when it is switched off.
+    read_http: tuple[str, int] | None = ("127.0.0.1", 8081)
+    read_token: str | None = None
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> IngestSettings:
@@ -59,7 +68,34 @@ class IngestSettings:
             ack_timeout_s=_duration(env, "SLUICEGATE_INGEST_ACK_TIMEOUT", "2s", 0.1, 30),
             max_wait_s=_duration(env, "SLUICEGATE_INGEST_MAX_WAIT", "10s", 0, 60),
             body_timeout_s=_duration(env, "SLUICEGATE_INGEST_BODY_TIMEOUT", "10s", 0.1, 300),
+            read_http=_read_http(env),
+            read_token=_read_token(env),
         )
+
+
+def _read_http(env: Mapping[str, str]) -> tuple[str, int] | None:
+    raw = env.get("SLUICEGATE_READ_HTTP", "").strip() or DEFAULT_READ_HTTP
+    if raw.lower() == "off":
+        return None
+    host, sep, port = raw.rpartition(":")
+    if not sep or not host or not port.isascii() or not port.isdigit() or not 0 < int(port) < 65536:
+        raise IngestSettingsError(
+            f"SLUICEGATE_READ_HTTP={raw!r} is not HOST:PORT (for example {DEFAULT_READ_HTTP}) "
+            "or off"
+        )
+    return host, int(port)
+
+
+def _read_token(env: Mapping[str, str]) -> str | None:
+    token = env.get("SLUICEGATE_READ_TOKEN", "")
+    if not token:
+        return None
+    if len(token) < 16 or not _BEARER_TOKEN.fullmatch(token):
+        raise IngestSettingsError(
+            "SLUICEGATE_READ_TOKEN must be at least 16 characters of A-Z a-z 0-9 . _ ~ + / - "
+            "(a Bearer token), e.g. from `openssl rand -hex 32`; the value is not shown here"
+        )
+    return token
 
 
 def _duration(env: Mapping[str, str], var: str, default: str, low: float, high: float) -> float:

@@ -10,10 +10,11 @@ Freshness guarantees of :meth:`WorkflowDirectory.find`:
 - a known destination is answered from the snapshot, which a background refresh renews every
   ``refresh_interval_s`` (so a new revision, e.g. a changed auth variable, applies within
   about that long);
-- an unknown destination waits for a catch-up that *starts after* the request arrived, so a
-  workflow applied before the request is found. Misses share catch-ups, and catch-ups are
-  spaced by ``min_gap_s``, so a flood of unknown subscriptions costs Kafka at most one
-  watermark query per gap.
+- an unknown destination is answered from a snapshot whose catch-up started at most
+  ``fresh_s`` before the request: the current one if it is that recent, else the next
+  catch-up (one in flight that started recently enough is shared). So a workflow applied
+  more than ``fresh_s`` before a request is found, and a flood of made-up names costs Kafka
+  at most one catch-up per ``fresh_s``, however many names it makes up.
 """
 
 from __future__ import annotations
@@ -41,17 +42,21 @@ class WorkflowDirectory:
         table: WorkflowTable,
         *,
         refresh_interval_s: float = 2.0,
-        min_gap_s: float = 0.1,
+        fresh_s: float = 0.5,
         catch_up_timeout_s: float = 5.0,
     ) -> None:
         self._table = table
         self._refresh_interval_s = refresh_interval_s
-        self._min_gap_s = min_gap_s
+        self._fresh_s = fresh_s
         self._catch_up_timeout_s = catch_up_timeout_s
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ingest-workflows")
         self._snapshot: Snapshot = {}
+        # When the catch-up that produced the snapshot started (monotonic seconds).
+        self._snapshot_started = float("-inf")
         self._loaded = False
         self._next: asyncio.Future[None] | None = None
+        self._in_flight: asyncio.Future[None] | None = None
+        self._in_flight_started = float("-inf")
         self._serial = asyncio.Lock()
         self._last_start = float("-inf")
         self._background: asyncio.Task[None] | None = None
@@ -72,22 +77,33 @@ class WorkflowDirectory:
         """The current revision for the destination, or ``None`` if none is applied.
 
         Raises :class:`~consumers.ingest.errors.KafkaUnavailable` when an unknown destination
-        cannot be confirmed unknown within ``timeout_s`` (the table could not be read).
+        cannot be confirmed unknown within ``timeout_s`` (no recent enough snapshot, and the
+        table could not be read).
         """
         found = self._snapshot.get((subscription, environment))
         if found is not None:
             return found
+        not_before = time.monotonic() - self._fresh_s
+        if self._loaded and self._snapshot_started >= not_before:
+            return None
+        if self._in_flight is not None and self._in_flight_started >= not_before:
+            pending = self._in_flight
+        else:
+            pending = self.refresh()
+        # The caller is not authenticated yet: the broker's own words go to the log only.
         try:
-            await asyncio.wait_for(asyncio.shield(self.refresh()), max(timeout_s, 0.0))
+            await asyncio.wait_for(asyncio.shield(pending), max(timeout_s, 0.0))
         except TimeoutError:
             raise KafkaUnavailable(
                 "the workflow table could not be read from Kafka in time; retry",
                 headers={"Retry-After": "2"},
+                detail=f"no workflow catch-up finished within {timeout_s:g} s",
             ) from None
         except Exception as e:
             raise KafkaUnavailable(
-                f"the workflow table could not be read from Kafka ({e}); retry",
+                "the workflow table could not be read from Kafka; retry",
                 headers={"Retry-After": "2"},
+                detail=f"workflow table catch-up failed: {e}",
             ) from None
         return self._snapshot.get((subscription, environment))
 
@@ -105,21 +121,25 @@ class WorkflowDirectory:
 
     async def _run_next(self) -> None:
         async with self._serial:
-            gap = self._min_gap_s - (time.monotonic() - self._last_start)
+            # Spaced even when catch-ups fail at once (broker down): never a busy loop.
+            gap = self._fresh_s - (time.monotonic() - self._last_start)
             if gap > 0:
                 await asyncio.sleep(gap)
             # Callers registered up to here are served by the catch-up that starts now;
-            # later callers get the next one.
+            # later callers get the next one (or share this one while it is recent).
             done, self._next = self._next, None
             assert done is not None
-            self._last_start = time.monotonic()
+            started = self._last_start = time.monotonic()
+            self._in_flight, self._in_flight_started = done, started
             loop = asyncio.get_running_loop()
             try:
                 snapshot = await loop.run_in_executor(self._executor, self._catch_up)
             except Exception as e:
                 done.set_exception(e)
                 return
-            self._snapshot = snapshot
+            finally:
+                self._in_flight = None
+            self._snapshot, self._snapshot_started = snapshot, started
             self._loaded = True
             done.set_result(None)
 

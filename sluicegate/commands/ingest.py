@@ -1,4 +1,5 @@
-"""``sluicegate ingest``: the webhook front door (``POST /v1/hooks/{subscription}``)."""
+"""``sluicegate ingest``: the webhook front door (``POST /v1/hooks/{subscription}``) and, on a
+listener of its own, the read API."""
 
 from __future__ import annotations
 
@@ -12,16 +13,24 @@ from sluicegate.config import SettingsError, load_settings
 def register(subparsers: Any) -> None:
     parser: argparse.ArgumentParser = subparsers.add_parser(
         "ingest",
-        help="run the webhook front door",
+        help="run the webhook front door (and the read API on its own listener)",
         description=(
             "Serve POST /v1/hooks/{subscription}?env=paper|live, /healthz and /readyz on "
-            "SLUICEGATE_HTTP until SIGTERM. Limits: SLUICEGATE_INGEST_* (see docs/ingest.md)."
+            "SLUICEGATE_HTTP, and the read API (GET /v1/runs/{id}, /v1/occurrences/{key}, "
+            "/v1/stats, /metrics) on SLUICEGATE_READ_HTTP (127.0.0.1:8081 by default; behind "
+            "SLUICEGATE_READ_TOKEN when set), until SIGTERM. Limits: SLUICEGATE_INGEST_* "
+            "(see the README)."
         ),
     )
     parser.add_argument(
         "--http",
         metavar="HOST:PORT",
-        help="listen here instead of SLUICEGATE_HTTP",
+        help="serve the webhook here instead of SLUICEGATE_HTTP",
+    )
+    parser.add_argument(
+        "--read-http",
+        metavar="HOST:PORT|off",
+        help="serve the read API here instead of SLUICEGATE_READ_HTTP (off: not at all)",
     )
     parser.set_defaults(func=run)
 
@@ -29,6 +38,7 @@ def register(subparsers: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     # Imported here: `sluicegate --help` must not load aiohttp and librdkafka.
     from consumers.ingest.server import run_ingest
+    from consumers.ingest.settings import IngestSettings
 
     settings = load_settings()
     if args.http:
@@ -38,5 +48,8 @@ def run(args: argparse.Namespace) -> int:
             raise SettingsError(
                 f"--http {args.http!r} is not HOST:PORT (for example 127.0.0.1:8080)"
             ) from None
-    run_ingest(settings)
+    environ = dict(os.environ)
+    if args.read_http:
+        environ["SLUICEGATE_READ_HTTP"] = args.read_http
+    run_ingest(settings, IngestSettings.from_env(environ))
     return 0

@@ -10,8 +10,12 @@ refuses; the test asserts that each is answered 4xx with the contract's error bo
 from __future__ import annotations
 
 import asyncio
+import hmac
+import logging
 import os
+import socket
 import string
+import struct
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -25,6 +29,7 @@ from hypothesis import strategies as st
 from yarl import URL
 
 from consumers.ingest.auth import sign, signature_of
+from consumers.ingest.server import JsonLineFormatter
 from consumers.ingest.settings import IngestSettings, parse_duration_s
 from tests.integration.test_ingest_helpers import (
     Client,
@@ -312,20 +317,32 @@ def requests(draw: st.DrawFn) -> Request:
         base.path = "/v1/hooks/sig"
         body = valid_body()
         now = int(time.time())
-        variant = draw(st.sampled_from(["random", "hex", "expired", "tampered", "wrong-key"]))
+        variant = draw(
+            st.sampled_from(
+                ["random", "hex", "expired", "tampered", "wrong-key", "elsewhere", "retired"]
+            )
+        )
         if variant == "random":
             header = draw(printable)
         elif variant == "hex":
             digest = draw(st.text(alphabet="0123456789abcdef", min_size=64, max_size=64))
-            header = f"t={now},v1={digest}"
+            header = f"t={now},{draw(st.sampled_from(['v1', 'v2']))}={digest}"
         elif variant == "expired":
             age = draw(st.integers(301, 10**9) | st.integers(-(10**9), -301))
-            header = sign(SECRET.encode(), now - age, body)
+            header = sign(SECRET.encode(), now - age, "sig", "paper", body)
         elif variant == "tampered":
-            header = f"t={now},v1={signature_of(SECRET.encode(), str(now), body)}"
+            header = f"t={now},v2={signature_of(SECRET.encode(), str(now), 'sig', 'paper', body)}"
             body = body.replace(b"buy", draw(st.sampled_from([b"sell", b"BUY", b"buy "])))
+        elif variant == "elsewhere":
+            # Correct secret, body and time, but signed for another destination.
+            sub, env = draw(st.sampled_from([("sig", "live"), ("tok", "paper"), ("sig.", "paper")]))
+            header = sign(SECRET.encode(), now, sub, env, body)
+        elif variant == "retired":
+            # The v1 scheme's string ("<t>." + body) under the right secret.
+            digest = hmac.new(SECRET.encode(), f"{now}.".encode() + body, "sha256").hexdigest()
+            header = f"t={now},v1={digest}"
         else:
-            header = sign(draw(printable).encode() or b"x", now, body)
+            header = sign(draw(printable).encode() or b"x", now, "sig", "paper", body)
         if draw(st.booleans()) or variant != "random":
             base.headers["X-Sluicegate-Signature"] = header
         base.body = body
@@ -387,3 +404,250 @@ def test_malformed_requests_get_4xx_and_produce_nothing(live: tuple[Live, object
     print(f"fuzz: shapes {dict(state.kinds)}")
     # Every refusal class was reached.
     assert {401, 404, 405, 413, 415, 422} <= set(state.statuses), state.statuses
+
+
+# --- raw requests: bytes no HTTP client library would send ------------------------------
+
+RAW_EXAMPLES = max(3_000, int(os.environ.get("SLUICEGATE_RAW_FUZZ_EXAMPLES", "3000")))
+# Characters that are digits to Python (``str.isdigit``, ``\d``, ``int()``) but not ASCII.
+UNICODE_DIGITS = "٠١٢٣٤٥٦٧٨٩۰۱۲۳۴۵۶۷۸۹०१२३४५६७८९০১২৩৪৫৬৭৮৯０１２３４５６７８９¹²³⁴"
+
+
+@dataclass
+class Raw:
+    """One connection's worth of bytes; ``abort`` says how the client ends it."""
+
+    data: bytes
+    abort: str = ""  # "", "close", "half-close" or "reset"
+    kind: str = ""
+
+
+def _head(target: bytes, headers: list[tuple[bytes, bytes]], body: bytes) -> bytes:
+    lines = [b"POST " + target + b" HTTP/1.1", b"Host: fuzz"]
+    lines += [name + b": " + value for name, value in headers]
+    return b"\r\n".join(lines) + b"\r\n\r\n" + body
+
+
+def _cl(body: bytes) -> tuple[bytes, bytes]:
+    return (b"Content-Length", str(len(body)).encode())
+
+
+JSON_TYPE = (b"Content-Type", b"application/json")
+# Bytes allowed in a header value by nobody's grammar: everything except CR and LF.
+header_bytes = st.binary(min_size=1, max_size=40).filter(
+    lambda b: b"\r" not in b and b"\n" not in b
+)
+odd_text = st.text(
+    alphabet=st.characters(codec="utf-8", exclude_characters="\r\n"), min_size=1, max_size=30
+)
+odd_values = st.one_of(
+    header_bytes,
+    odd_text.map(lambda t: t.encode("utf-8")),
+    odd_text.map(
+        lambda t: t.encode("utf-16-le", "surrogatepass").replace(b"\r", b"").replace(b"\n", b"")
+    ),
+    st.text(alphabet=string.printable.strip() + "éü€ÿ", min_size=1, max_size=30).map(
+        lambda t: t.encode("latin-1", "replace")
+    ),
+)
+
+
+def _not_acceptable_type(value: bytes) -> bool:
+    lowered = value.lower()
+    return b"json" not in lowered and b"text/plain" not in lowered
+
+
+@st.composite
+def raw_requests(draw: st.DrawFn) -> Raw:
+    shape = draw(
+        st.sampled_from(
+            [
+                "signature-unicode-digits",
+                "signature-bytes",
+                "token-bytes",
+                "header-bytes",
+                "content-type-bytes",
+                "target-bytes",
+                "content-length",
+                "aborted",
+            ]
+        )
+    )
+    body = valid_body()
+    if shape == "signature-unicode-digits":
+        digits = draw(st.text(alphabet=UNICODE_DIGITS + "0123456789", min_size=1, max_size=12))
+        if digits.isascii():
+            digits = draw(st.sampled_from(UNICODE_DIGITS)) + digits[1:]
+        hex_digest = signature_of(SECRET.encode(), str(int(time.time())), "sig", "paper", body)
+        version = draw(st.sampled_from(["v1", "v2"]))
+        value = f"t={digits},{version}={hex_digest}".encode()
+        headers = [JSON_TYPE, (b"X-Sluicegate-Signature", value), _cl(body)]
+        return Raw(_head(b"/v1/hooks/sig", headers, body), kind=shape)
+    if shape == "signature-bytes":
+        value = draw(odd_values)
+        headers = [JSON_TYPE, (b"X-Sluicegate-Signature", value), _cl(body)]
+        return Raw(_head(b"/v1/hooks/sig", headers, body), kind=shape)
+    if shape == "token-bytes":
+        raw_token = draw(odd_values.filter(lambda v: v != TOKEN.encode()))
+        where = draw(st.sampled_from(["quoted", "raw", "body"]))
+        target = b"/v1/hooks/tok"
+        if where == "quoted":
+            target += b"?token=" + quote(raw_token, safe="").encode()
+        elif where == "raw":
+            target += b"?token=" + raw_token.replace(b" ", b"").replace(b"#", b"") or b"x"
+        else:
+            body = (
+                body[:-1] + b',"token":"' + raw_token.replace(b'"', b"").replace(b"\\", b"") + b'"}'
+            )
+        headers = [JSON_TYPE, _cl(body)]
+        return Raw(_head(target, headers, body), kind=shape)
+    if shape == "header-bytes":
+        name = draw(
+            st.sampled_from([b"X-Odd", b"User-Agent", b"Accept", b"X-Sluicegate-Signature"])
+            | st.binary(min_size=1, max_size=12).filter(
+                lambda b: b":" not in b and b"\r" not in b and b"\n" not in b
+            )
+        )
+        headers = [JSON_TYPE, (name, draw(odd_values)), _cl(body)]
+        # No credentials for tok: whatever the header does, the answer is a refusal.
+        return Raw(_head(b"/v1/hooks/tok", headers, body), kind=shape)
+    if shape == "content-type-bytes":
+        value = draw(odd_values.filter(_not_acceptable_type))
+        headers = [(b"Content-Type", value), _cl(body)]
+        return Raw(_head(b"/v1/hooks/open", headers, body), kind=shape)
+    if shape == "target-bytes":
+        tail = draw(
+            st.binary(min_size=1, max_size=30).filter(
+                lambda b: b" " not in b and b"\r" not in b and b"\n" not in b
+            )
+        )
+        if tail in (b"open", b"open?env=paper"):
+            tail = b"\xff" + tail
+        prefix = draw(st.sampled_from([b"/v1/hooks/", b"/", b"/v1/", b""]))
+        headers = [JSON_TYPE, _cl(body)]
+        return Raw(_head(prefix + tail, headers, body), kind=shape)
+    if shape == "content-length":
+        value = draw(
+            st.sampled_from(
+                [
+                    b"+5",
+                    b"-1",
+                    b"0x10",
+                    b"1e3",
+                    "\uff15".encode(),
+                    b"5, 6",
+                    b" ",
+                    b"99999999999999999999",
+                ]
+            )
+            | st.text(alphabet=UNICODE_DIGITS, min_size=1, max_size=4).map(lambda t: t.encode())
+        )
+        headers = [JSON_TYPE, (b"Content-Length", value)]
+        if draw(st.booleans()):
+            headers.append((b"Transfer-Encoding", b"chunked"))
+        return Raw(_head(b"/v1/hooks/open", headers, body), kind=shape)
+    # An upload that never completes: part of the body, then the client goes away.
+    chunked = draw(st.booleans())
+    keep = draw(st.integers(0, len(body) - 1))
+    if chunked:
+        data = _head(b"/v1/hooks/open", [JSON_TYPE, (b"Transfer-Encoding", b"chunked")], b"")
+        data += f"{len(body):x}\r\n".encode() + body[:keep]
+    else:
+        data = _head(b"/v1/hooks/open", [JSON_TYPE, _cl(body)], body[:keep])
+    return Raw(data, abort=draw(st.sampled_from(["close", "half-close", "reset"])), kind=shape)
+
+
+async def send_raw(client: Client, request: Raw) -> int | None:
+    """The answer's status, or ``None`` when the server (rightly) answered nothing."""
+    reader, writer = await asyncio.open_connection(client.host, client.port)
+    try:
+        writer.write(request.data)
+        await writer.drain()
+        if request.abort == "close":
+            return None
+        if request.abort == "reset":
+            sock = writer.get_extra_info("socket")
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            return None
+        if request.abort == "half-close":
+            writer.write_eof()
+        answer = await asyncio.wait_for(reader.read(65536), 15)
+    except (ConnectionResetError, BrokenPipeError):
+        return None
+    finally:
+        writer.close()
+    if not answer:
+        assert request.abort, f"no answer to a complete request: {request}"
+        return None
+    status_line = answer.split(b"\r\n", 1)[0]
+    return int(status_line.split()[1])
+
+
+class CapturedLogs(logging.Handler):
+    """Every record, formatted as ``sluicegate ingest`` formats it; format failures kept."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.setFormatter(JsonLineFormatter())
+        self.records: list[logging.LogRecord] = []
+        self.lines: list[str] = []
+        self.failures: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+        try:
+            self.lines.append(self.format(record))
+        except Exception as e:  # what logging.Handler.handleError would print a traceback for
+            self.failures.append(f"{type(e).__name__}: {e}")
+
+
+def test_raw_odd_encodings_and_aborted_uploads_get_4xx_or_nothing(
+    live: tuple[Live, object],
+) -> None:
+    state, settings_ = live
+    before = end_offsets(settings_, "deliveries")  # type: ignore[arg-type]
+    statuses: Counter[int | None] = Counter()
+    kinds: Counter[str] = Counter()
+    captured = CapturedLogs()
+    root = logging.getLogger()
+    old_level = root.level
+    root.addHandler(captured)
+    root.setLevel(logging.INFO)
+
+    @settings(
+        max_examples=RAW_EXAMPLES,
+        deadline=None,
+        database=None,
+        suppress_health_check=list(HealthCheck),
+    )
+    @given(raw_requests())
+    def one(request: Raw) -> None:
+        status = state.loop.run_until_complete(send_raw(state.client, request))
+        statuses[status] += 1
+        kinds[request.kind] += 1
+        if status is not None:
+            assert 400 <= status < 500, (status, request)
+
+    try:
+        one()
+        # Aborted uploads are noticed by the server after the client has gone.
+        state.loop.run_until_complete(asyncio.sleep(1.0))
+    finally:
+        root.removeHandler(captured)
+        root.setLevel(old_level)
+    print(f"\nraw fuzz: {sum(statuses.values())} connections; statuses {dict(statuses)}")
+    print(f"raw fuzz: shapes {dict(kinds)}")
+    assert end_offsets(settings_, "deliveries") == before  # type: ignore[arg-type]
+    assert captured.failures == []
+    faults = [
+        f"{r.name}: {r.getMessage()[:200]}"
+        for r in captured.records
+        if r.levelno >= logging.ERROR or r.exc_info is not None
+    ]
+    assert faults == [], f"{len(faults)} error records, first: {faults[:3]}"
+    assert not any("Traceback" in line for line in captured.lines)
+    assert not any(
+        '"status":500' in line or '"status":5' in line
+        for line in captured.lines
+        if "sluicegate.ingest.access" in line
+    )

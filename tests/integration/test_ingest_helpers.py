@@ -38,13 +38,15 @@ Client = TestClient[web.Request, web.Application]
 
 
 def fresh_env(partitions: int = 3) -> dict[str, str]:
-    """Environment variables for an isolated run: prefix ``t-<uuid8>.``, private state dir."""
+    """Environment variables for an isolated run: prefix ``t-<uuid8>.``, private state dir,
+    and no read listener (its default port would be shared by every test's ``ingest``)."""
     prefix = f"t-{uuid.uuid4().hex[:8]}."
     return {
         "SLUICEGATE_KAFKA": os.environ.get("SLUICEGATE_KAFKA", "127.0.0.1:9092"),
         "SLUICEGATE_TOPIC_PREFIX": prefix,
         "SLUICEGATE_PARTITIONS": str(partitions),
         "SLUICEGATE_STATE_DIR": str(REPO / "var" / "test-state" / prefix),
+        "SLUICEGATE_READ_HTTP": "off",
     }
 
 

@@ -8,6 +8,7 @@ import signal
 import socket
 import subprocess
 import time
+import uuid
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -84,7 +85,11 @@ def test_a_202_means_the_delivery_is_on_the_topic() -> None:
                 (
                     "/v1/hooks/signed",
                     {},
-                    {"X-Sluicegate-Signature": sign(secret.encode(), int(time.time()), body)},
+                    {
+                        "X-Sluicegate-Signature": sign(
+                            secret.encode(), int(time.time()), "signed", "paper", body
+                        )
+                    },
                 ),
             ):
                 status, answer = await post(client, path, body, params=params, headers=headers)
@@ -105,17 +110,23 @@ def test_a_workflow_applied_after_start_is_found_and_unknown_ones_produce_nothin
     settings, _ = fresh_settings()
     body = orjson.dumps(candle_payload(current_minute_ms()))
 
-    async def scenario() -> None:
+    async def scenario() -> float:
         async with ingest_client(settings) as client:
             await ready(client)
             status, answer = await post(client, "/v1/hooks/late", body)
-            assert status == 404
-            assert answer["error"]["code"] == "unknown_subscription"
+            assert status == 401
+            assert answer["error"]["code"] == "unauthorized"
             publish_workflows(settings, breakout("late"))
-            status, answer = await post(client, "/v1/hooks/late", body)
-            assert status == 202, answer
+            applied = time.monotonic()
+            # Unknown names are answered from a snapshot at most 0.5 s old.
+            while (status := (await post(client, "/v1/hooks/late", body))[0]) == 401:
+                assert time.monotonic() - applied < 5, "the new workflow was not found"
+                await asyncio.sleep(0.05)
+            assert status == 202
+            return time.monotonic() - applied
 
-    asyncio.run(scenario())
+    found_after = asyncio.run(scenario())
+    print(f"\nfound {found_after * 1000:.0f} ms after it was applied")
     assert len(read_deliveries(settings)) == 1
 
 
@@ -317,3 +328,89 @@ def test_sigterm_lets_a_request_in_flight_finish(tmp_path: Path) -> None:
     messages = [line["message"] for line in lines]
     assert "shutting down" in messages and messages[-1] == "stopped"
     assert any(line.get("delivery_id") == answer["delivery_id"] for line in lines)
+
+
+def test_a_signed_request_cannot_be_replayed_to_another_destination() -> None:
+    """A captured request for ``?env=paper`` sent to ``live``, or to another subscription
+    that shares the secret, is refused: the signature names its destination."""
+    settings, _ = fresh_settings()
+    secret = "shared-hmac-secret"
+    publish_workflows(
+        settings,
+        breakout("signed", hmac_env="HOOK_SECRET"),
+        breakout("signed", "live", hmac_env="HOOK_SECRET"),
+        breakout("other", hmac_env="HOOK_SECRET"),
+    )
+    body = orjson.dumps(candle_payload(current_minute_ms()))
+    # What a sender following the README sends to signed/paper, captured on its way.
+    signature = sign(secret.encode(), int(time.time()), "signed", "paper", body)
+    captured = {"X-Sluicegate-Signature": signature}
+
+    async def scenario() -> list[int]:
+        async with ingest_client(settings, environ={"HOOK_SECRET": secret}) as client:
+            await ready(client)
+            statuses = []
+            for path, params in (
+                ("/v1/hooks/signed", {"env": "paper"}),
+                ("/v1/hooks/signed", {"env": "live"}),
+                ("/v1/hooks/other", {"env": "paper"}),
+            ):
+                status, _ = await post(client, path, body, params=params, headers=captured)
+                statuses.append(status)
+            return statuses
+
+    statuses = asyncio.run(scenario())
+    deliveries = read_deliveries(settings)
+    print(f"\nstatuses {statuses}; deliveries on the topic: {len(deliveries)}")
+    assert statuses == [202, 401, 401]
+    assert [d.admission_key.split("/")[:2] for d in deliveries] == [["signed", "paper"]]
+
+
+def test_a_flood_of_unknown_names_costs_a_bounded_number_of_catch_ups() -> None:
+    """Made-up subscription names are answered from a recent snapshot of the real workflow
+    table, not with a Kafka catch-up each; a workflow applied meanwhile is still found."""
+    settings, _ = fresh_settings()
+    publish_workflows(settings, breakout("known"))
+    body = orjson.dumps(candle_payload(current_minute_ms()))
+    catch_ups: list[float] = []
+
+    async def scenario() -> tuple[list[int], float, int]:
+        table = WorkflowTable(settings)
+        real_catch_up = table.catch_up
+
+        def counted(*args: Any, **kwargs: Any) -> None:
+            catch_ups.append(time.monotonic())
+            real_catch_up(*args, **kwargs)
+
+        table.catch_up = counted  # type: ignore[method-assign]
+        directory = WorkflowDirectory(table)
+        directory.start()
+        try:
+            app = create_app(settings, directory=directory)
+            async with TestClient(TestServer(app)) as client:
+                await ready(client)
+                before = len(catch_ups)
+                started = time.monotonic()
+                statuses: list[int] = []
+                # At least 400 names, over several of the directory's 0.5 s freshness windows.
+                while len(statuses) < 400 or time.monotonic() - started < 3:
+                    name = f"made-up-{uuid.uuid4().hex[:12]}"
+                    statuses.append((await post(client, f"/v1/hooks/{name}", body))[0])
+                elapsed = time.monotonic() - started
+                flood_catch_ups = len(catch_ups) - before
+                # A destination applied now is found soon, flood or not.
+                publish_workflows(settings, breakout("late"))
+                applied = time.monotonic()
+                while (await post(client, "/v1/hooks/late", body))[0] != 202:
+                    assert time.monotonic() - applied < 10, "the new workflow was not found"
+                    await asyncio.sleep(0.05)
+                return statuses, elapsed, flood_catch_ups
+        finally:
+            await directory.close()
+
+    statuses, elapsed, flood_catch_ups = asyncio.run(scenario())
+    print(f"\n{len(statuses)} unknown names in {elapsed:.2f} s: {flood_catch_ups} catch-ups")
+    assert set(statuses) == {401}
+    # Two per second on demand plus the background refresh, never one per name.
+    assert flood_catch_ups <= 3 + 3 * elapsed
+    assert [d.admission_key.split("/")[0] for d in read_deliveries(settings)] == ["late"]

@@ -171,3 +171,59 @@ def test_two_thousand_concurrent_posts_of_five_hundred_occurrences(tmp_path: Pat
     assert len({r.admission_key for r in admitted}) == OCCURRENCES
     assert len(duplicates) == len(bodies) - OCCURRENCES
     assert len(outcomes) == len(bodies)
+
+
+KEPT_ALIVE_REQUESTS = 2_000
+
+
+async def sequential(base: str, bodies: list[bytes]) -> list[tuple[int, float]]:
+    # One connection, reused: what a busy sender with keep-alive sees per request.
+    connector = aiohttp.TCPConnector(limit=1)
+    async with aiohttp.ClientSession(connector=connector) as session:
+        results: list[tuple[int, float]] = []
+        for body in bodies:
+            started = time.perf_counter()
+            async with session.post(
+                base + "/v1/hooks/load",
+                params={"token": TOKEN},
+                data=body,
+                headers={"Content-Type": "application/json"},
+            ) as response:
+                await response.read()
+                results.append((response.status, time.perf_counter() - started))
+        return results
+
+
+def test_latency_of_a_202_on_a_kept_alive_connection(tmp_path: Path) -> None:
+    """Sequential posts on one kept-alive connection: all 202, p50/p99 printed (not asserted)."""
+    settings, env = fresh_settings(partitions=6)
+    publish_workflows(settings, breakout("load", token_env="LOAD_TOKEN"))
+    minute = current_minute_ms()
+    bodies = [
+        orjson.dumps(candle_payload(minute - (i % 50) * 60_000))
+        for i in range(KEPT_ALIVE_REQUESTS + 200)
+    ]
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    with (tmp_path / "ingest.log").open("wb") as log:
+        ingest = subprocess.Popen(
+            [str(SLUICEGATE), "ingest"],
+            env={**os.environ, **env, "SLUICEGATE_HTTP": f"127.0.0.1:{port}", "LOAD_TOKEN": TOKEN},
+            cwd=REPO,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        try:
+            asyncio.run(wait_ready(base, ingest, 60))
+            results = asyncio.run(sequential(base, bodies))
+        finally:
+            ingest.send_signal(signal.SIGTERM)
+            ingest.wait(30)
+    assert [status for status, _ in results] == [202] * len(bodies)
+    latencies_ms = [seconds * 1000 for _, seconds in results[200:]]  # after a warm-up
+    report = (
+        f"ingest kept-alive: {len(latencies_ms)} sequential posts -> 202; latency of a 202 "
+        f"p50={percentile(latencies_ms, 0.50):.2f} ms p99={percentile(latencies_ms, 0.99):.2f} ms"
+    )
+    print("\n" + report)
+    assert len(read_deliveries(settings)) == len(bodies)

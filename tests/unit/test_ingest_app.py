@@ -117,6 +117,20 @@ class Harness:
 Scenario = Callable[[Harness], Awaitable[None]]
 
 
+def signed_for(secret: bytes, t: int, body: bytes = BODY, sub: str = "signed") -> dict[str, str]:
+    """The signature header of a sender posting ``body`` to ``sub`` in paper."""
+    return {"X-Sluicegate-Signature": sign(secret, t, sub, "paper", body)}
+
+
+def details(caplog: pytest.LogCaptureFixture) -> list[str]:
+    """The ``detail`` of every access-log line: what a refusal tells the operator."""
+    return [
+        str(r.fields.get("detail"))  # type: ignore[attr-defined]
+        for r in caplog.records
+        if r.name == "sluicegate.ingest.access"
+    ]
+
+
 def run(
     scenario: Scenario,
     *,
@@ -193,8 +207,8 @@ def test_an_accepted_delivery_is_answered_with_its_id_and_admission_key() -> Non
 def test_live_is_a_separate_destination() -> None:
     async def scenario(h: Harness) -> None:
         status, body, _ = await post(h, params={"env": "live"})
-        assert status == 404
-        assert_error(body, "unknown_subscription")
+        assert status == 401
+        assert_error(body, "unauthorized")
         live = replace(BREAKOUT, environment="live")
         h.directory.workflows[("btc-breakout", "live")] = live
         status, body, _ = await post(h, params={"env": "live"})
@@ -280,51 +294,57 @@ def test_bad_or_missing_token_is_401_and_nothing_is_produced(
     run(scenario, workflows=(wf,), environ={"TV_TOKEN": "tv-s3cret"})
 
 
-def test_unset_secret_variable_refuses_everything_and_names_it() -> None:
+def test_unset_secret_variable_refuses_everything_and_the_log_names_it(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     wf = replace(BREAKOUT, subscription="tv", auth_token_env="TV_TOKEN")
 
     async def scenario(h: Harness) -> None:
         for params in ({}, {"token": ""}, {"token": "anything"}):
             status, body, _ = await post(h, path="/v1/hooks/tv", params=params)
             assert status == 401
-            assert "TV_TOKEN" in body["error"]["message"]
+            assert "TV_TOKEN" not in body["error"]["message"]
         assert h.sink.sent == []
 
-    run(scenario, workflows=(wf,), environ={})
+    with caplog.at_level(logging.INFO):
+        run(scenario, workflows=(wf,), environ={})
+    assert all("set the environment variable TV_TOKEN" in d for d in details(caplog))
 
 
-def test_signed_requests_tampered_expired_and_replayed() -> None:
+def test_signed_requests_tampered_expired_and_replayed(caplog: pytest.LogCaptureFixture) -> None:
     secret = b"hook-secret"
     wf = replace(BREAKOUT, subscription="signed", auth_hmac_secret_env="HOOK_SECRET")
 
     async def scenario(h: Harness) -> None:
         path = "/v1/hooks/signed"
         now_s = NOW_MS // 1000
-        good = sign(secret, now_s, BODY)
-        status, body, _ = await post(h, path=path, headers={"X-Sluicegate-Signature": good})
+        good = signed_for(secret, now_s)
+        status, body, _ = await post(h, path=path, headers=good)
         assert status == 202, body
         # Replayed: same header and body again.
-        status, body, _ = await post(h, path=path, headers={"X-Sluicegate-Signature": good})
+        status, body, _ = await post(h, path=path, headers=good)
         assert status == 401
-        assert "already used" in body["error"]["message"]
         # Tampered body.
-        fresh = sign(secret, now_s + 1, BODY)
         status, _, _ = await post(
-            h, BODY.replace(b"buy", b"sell"), path=path, headers={"X-Sluicegate-Signature": fresh}
+            h, BODY.replace(b"buy", b"sell"), path=path, headers=signed_for(secret, now_s + 1)
         )
         assert status == 401
         # Expired: signed 301 s before the (injected) clock.
-        old = sign(secret, now_s - 301, BODY)
-        status, body, _ = await post(h, path=path, headers={"X-Sluicegate-Signature": old})
+        status, body, _ = await post(h, path=path, headers=signed_for(secret, now_s - 301))
         assert status == 401
-        assert "window" in body["error"]["message"]
         # Missing.
         status, body, _ = await post(h, path=path)
         assert status == 401
-        assert "X-Sluicegate-Signature" in body["error"]["message"]
         assert len(h.sink.sent) == 1
 
-    run(scenario, workflows=(wf,), environ={"HOOK_SECRET": secret.decode()})
+    with caplog.at_level(logging.INFO):
+        run(scenario, workflows=(wf,), environ={"HOOK_SECRET": secret.decode()})
+    # The reasons are the operator's to read, in the access log.
+    refusals = details(caplog)[1:]
+    assert "already used" in refusals[0]
+    assert "does not match" in refusals[1]
+    assert "window" in refusals[2]
+    assert "X-Sluicegate-Signature" in refusals[3]
 
 
 def test_a_signed_request_refused_by_kafka_may_be_repeated() -> None:
@@ -332,7 +352,7 @@ def test_a_signed_request_refused_by_kafka_may_be_repeated() -> None:
     wf = replace(BREAKOUT, subscription="signed", auth_hmac_secret_env="HOOK_SECRET")
 
     async def scenario(h: Harness) -> None:
-        header = {"X-Sluicegate-Signature": sign(secret, NOW_MS // 1000, BODY)}
+        header = signed_for(secret, NOW_MS // 1000)
         h.sink.fail = KafkaUnavailable("down", headers={"Retry-After": "2"})
         status, body, headers = await post(h, path="/v1/hooks/signed", headers=header)
         assert status == 503
@@ -428,10 +448,11 @@ def test_env_given_twice_is_422() -> None:
 
 def test_unknown_subscription_route_and_method() -> None:
     async def scenario(h: Harness) -> None:
+        # No such destination: the same answer as bad credentials, naming nothing.
         status, body, _ = await post(h, path="/v1/hooks/nobody")
-        assert status == 404
-        assert_error(body, "unknown_subscription")
-        assert "nobody" in body["error"]["message"]
+        assert status == 401
+        assert_error(body, "unauthorized")
+        assert "nobody" not in body["error"]["message"]
         status, body, _ = await post(h, path="/v1/elsewhere")
         assert status == 404
         assert_error(body, "not_found")
@@ -622,7 +643,19 @@ def test_ingest_settings_from_the_environment() -> None:
 
 @pytest.mark.parametrize(
     ("text", "seconds"),
-    [("2s", 2.0), ("500ms", 0.5), ("1.5s", 1.5), ("2", 2.0), ("1m", 60.0), ("x", None)],
+    [
+        ("2s", 2.0),
+        ("500ms", 0.5),
+        ("1.5s", 1.5),
+        ("2", 2.0),
+        ("1m", 60.0),
+        ("x", None),
+        # Digits to float() but not ASCII; a trailing newline is not "end of text" either.
+        ("\u0661s", None),
+        ("\uff12s", None),
+        ("2s\n", 2.0),
+        ("2s\u2003", None),
+    ],
 )
 def test_durations(text: str, seconds: float | None) -> None:
     assert parse_duration_s(text) == seconds
@@ -632,20 +665,17 @@ def _canonical_paths(app: web.Application) -> set[str]:
     return {resource.canonical for resource in app.router.resources()}
 
 
-def test_the_read_api_is_mounted_when_it_exists() -> None:
+def test_the_webhook_app_serves_the_hooks_and_health_only() -> None:
     app = create_app(
-        Settings(),
-        directory=MemoryDirectory(),
-        sink=MemorySink(),
-        outcomes=MemoryOutcomes(),
-        read_api=True,
+        Settings(), directory=MemoryDirectory(), sink=MemorySink(), outcomes=MemoryOutcomes()
     )
-    paths = _canonical_paths(app)
-    assert {"/v1/hooks/{subscription}", "/healthz", "/readyz"} <= paths
+    assert _canonical_paths(app) == {"/v1/hooks/{subscription}", "/healthz", "/readyz"}
     if importlib.util.find_spec("projections.http") is not None:
-        assert {"/v1/stats", "/metrics", "/v1/runs/{run_id}"} <= paths
-    bare = create_app(Settings(), directory=MemoryDirectory(), sink=MemorySink())
-    assert "/v1/stats" not in _canonical_paths(bare)
+        from projections.http import create_read_app
+
+        read = _canonical_paths(create_read_app(Settings()))
+        assert {"/v1/stats", "/metrics", "/v1/runs/{run_id}"} <= read
+        assert not any(path.startswith("/v1/hooks") for path in read)
 
 
 def test_broken_http_framing_is_a_4xx() -> None:
@@ -665,3 +695,153 @@ def test_broken_http_framing_is_a_4xx() -> None:
         assert h.sink.sent == []
 
     run(scenario)
+
+
+def test_unauthenticated_callers_get_one_answer_whatever_the_reason(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Unknown destination, unset secret, no/wrong/malformed/expired/replayed credentials:
+    the same 401, byte for byte; only ingest's log says which it was."""
+    secret = b"hook-secret"
+    tv = replace(BREAKOUT, subscription="tv", auth_token_env="TV_TOKEN")
+    signed = replace(BREAKOUT, subscription="signed", auth_hmac_secret_env="HOOK_SECRET")
+    unset = replace(BREAKOUT, subscription="closed", auth_token_env="CLOSED_TOKEN")
+    answers: dict[str, tuple[int, bytes, str | None]] = {}
+
+    async def scenario(h: Harness) -> None:
+        async def send(name: str, path: str, **kwargs: Any) -> None:
+            headers = {"Content-Type": "application/json", **kwargs.pop("headers", {})}
+            async with h.client.post(path, data=BODY, headers=headers, **kwargs) as response:
+                answers[name] = (
+                    response.status,
+                    await response.read(),
+                    response.headers.get("WWW-Authenticate"),
+                )
+
+        now_s = NOW_MS // 1000
+        good = signed_for(secret, now_s)
+        status, _, _ = await post(h, path="/v1/hooks/signed", headers=good)
+        assert status == 202
+        await send("unknown subscription", "/v1/hooks/nobody")
+        await send("unknown environment", "/v1/hooks/tv", params={"env": "live"})
+        await send("unset secret", "/v1/hooks/closed", params={"token": "anything"})
+        await send("no token", "/v1/hooks/tv")
+        await send("wrong token", "/v1/hooks/tv", params={"token": "nope"})
+        await send("two tokens", "/v1/hooks/tv", params=[("token", "a"), ("token", "b")])
+        await send("no signature", "/v1/hooks/signed")
+        await send("malformed", "/v1/hooks/signed", headers={"X-Sluicegate-Signature": "t=1"})
+        await send(
+            "wrong key",
+            "/v1/hooks/signed",
+            headers=signed_for(b"x", now_s),
+        )
+        await send(
+            "expired",
+            "/v1/hooks/signed",
+            headers=signed_for(secret, now_s - 301),
+        )
+        await send("replayed", "/v1/hooks/signed", headers=good)
+        assert len(h.sink.sent) == 1
+
+    with caplog.at_level(logging.INFO):
+        run(
+            scenario,
+            workflows=(tv, signed, unset),
+            environ={"TV_TOKEN": "tv-s3cret", "HOOK_SECRET": secret.decode()},
+        )
+    distinct = set(answers.values())
+    assert len(distinct) == 1, answers
+    ((status, body, _),) = distinct
+    assert status == 401
+    assert_error(orjson.loads(body), "unauthorized")
+    # The operator learns the reason from the access log, never the secret.
+    reasons = details(caplog)
+    assert any("CLOSED_TOKEN" in d for d in reasons)
+    assert any("nobody" in d for d in reasons)
+    assert any("already used" in d for d in reasons)
+    for record in caplog.records:
+        text = record.getMessage() + repr(getattr(record, "fields", ""))
+        assert "tv-s3cret" not in text and secret.decode() not in text
+
+
+@pytest.mark.parametrize(
+    ("shape", "kwargs"),
+    [
+        ("media type", {"content_type": "text/html"}),
+        ("compressed", {"headers": {"Content-Encoding": "gzip"}}),
+        ("environment", {"params": {"env": "prod"}}),
+        ("wait", {"params": {"wait": "forever"}}),
+        ("too large", {"body": b" " * 70_000}),
+    ],
+)
+def test_answers_before_authentication_do_not_depend_on_the_configuration(
+    shape: str, kwargs: dict[str, Any]
+) -> None:
+    """A request's shape is judged the same way for every name: no oracle for what exists."""
+    tv = replace(BREAKOUT, subscription="tv", auth_token_env="TV_TOKEN")
+
+    async def scenario(h: Harness) -> None:
+        known = await post(h, path="/v1/hooks/tv", **kwargs)
+        unknown = await post(h, path="/v1/hooks/nobody", **kwargs)
+        assert (known[0], known[1]) == (unknown[0], unknown[1]), shape
+        assert 400 <= known[0] < 500
+
+    run(scenario, workflows=(tv,), environ={"TV_TOKEN": "t"})
+
+
+def test_the_read_listener_settings() -> None:
+    assert IngestSettings.from_env({}).read_http == ("127.0.0.1", 8081)
+    assert IngestSettings.from_env({"SLUICEGATE_READ_HTTP": "off"}).read_http is None
+    custom = IngestSettings.from_env(
+        {"SLUICEGATE_READ_HTTP": "0.0.0.0:9100", "SLUICEGATE_READ_TOKEN": "t" * 32}
+    )
+    assert (custom.read_http, custom.read_token) == (("0.0.0.0", 9100), "t" * 32)
+    for var, value in (
+        ("SLUICEGATE_READ_HTTP", "8081"),
+        ("SLUICEGATE_READ_HTTP", "localhost:\u0668\u0660"),
+        ("SLUICEGATE_READ_TOKEN", "short"),
+        ("SLUICEGATE_READ_TOKEN", "has spaces in it but is long enough"),
+    ):
+        with pytest.raises(IngestSettingsError, match=var) as refused:
+            IngestSettings.from_env({var: value})
+        if var == "SLUICEGATE_READ_TOKEN":
+            assert value not in str(refused.value)
+
+
+def test_a_client_that_goes_away_mid_body_gets_no_answer_and_no_traceback(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    async def scenario(h: Harness) -> None:
+        for ending in ("close", "half-close"):
+            reader, writer = await asyncio.open_connection(h.client.host, h.client.port)
+            writer.write(
+                b"POST /v1/hooks/btc-breakout HTTP/1.1\r\nHost: x\r\n"
+                b"Content-Type: application/json\r\nContent-Length: 500\r\n\r\n" + BODY[:20]
+            )
+            await writer.drain()
+            if ending == "half-close":
+                writer.write_eof()
+                assert await asyncio.wait_for(reader.read(), 10) == b""
+            writer.close()
+        for _ in range(100):  # the server notices after the client has gone
+            if len(details(caplog)) == 2:
+                break
+            await asyncio.sleep(0.02)
+        assert h.sink.sent == []
+
+    with caplog.at_level(logging.INFO):
+        run(scenario)
+    lines = [r for r in caplog.records if r.name == "sluicegate.ingest.access"]
+    assert [r.fields["status"] for r in lines] == [499, 499]  # type: ignore[attr-defined]
+    assert [r.fields["error"] for r in lines] == ["client_disconnected"] * 2  # type: ignore[attr-defined]
+    assert not any(r.exc_info or r.levelno >= logging.ERROR for r in caplog.records)
+
+
+def test_a_log_line_with_bytes_that_are_not_utf8_is_still_one_json_line() -> None:
+    from consumers.ingest.server import JsonLineFormatter
+
+    record = logging.LogRecord("x", logging.INFO, __file__, 1, "ua %s", ("a\udcffb",), None)
+    record.fields = {"path": "/v1/hooks/\udce9"}
+    line = orjson.loads(JsonLineFormatter().format(record))
+    assert line["message"] == "ua a\\udcffb"
+    assert line["path"] == "/v1/hooks/\\udce9"

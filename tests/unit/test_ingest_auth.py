@@ -12,6 +12,7 @@ from consumers.ingest.auth import (
     AuthPolicy,
     Credentials,
     ReplayGuard,
+    VerifiedSignature,
     authenticate,
     parse_signature,
     policy_for,
@@ -25,6 +26,20 @@ from schemas.events import WorkflowRevised
 SECRET = b"s3cret-signing-key"
 BODY = b'{"instrument":"BTCUSDT","candle_open":"2026-11-30T12:00:00Z"}'
 NOW = 1_796_040_000
+SUB, ENV = "btc-breakout", "paper"
+
+
+def sig(secret: bytes = SECRET, now: int = NOW, body: bytes = BODY) -> str:
+    """The header a sender attaches for btc-breakout/paper."""
+    return sign(secret, now, SUB, ENV, body)
+
+
+def verify(
+    header: str, body: bytes = BODY, now: float = NOW, sub: str = SUB, env: str = ENV
+) -> VerifiedSignature:
+    return verify_signature(
+        SECRET, header, body, subscription=sub, environment=env, now_s=now, window_s=300
+    )
 
 
 def workflow(**changes: object) -> WorkflowRevised:
@@ -58,15 +73,37 @@ def signed(policy: AuthPolicy, header: str, body: bytes = BODY, now: float = NOW
         now_s=now,
         window_s=300,
         guard=ReplayGuard(300),
-        destination="btc-breakout/paper",
+        subscription=SUB,
+        environment=ENV,
     )
 
 
 def test_a_correct_signature_is_accepted() -> None:
-    verified = verify_signature(SECRET, sign(SECRET, NOW, BODY), BODY, now_s=NOW, window_s=300)
-    expected = hmac.new(SECRET, f"{NOW}.".encode() + BODY, hashlib.sha256).hexdigest()
+    header = sig()
+    verified = verify(header)
+    # The README's signed string, byte for byte.
+    signed = f"{NOW}.btc-breakout/paper.".encode() + BODY
+    expected = hmac.new(SECRET, signed, hashlib.sha256).hexdigest()
+    assert header == f"t={NOW},v2={expected}"
     assert verified.digest == expected
     assert verified.timestamp == NOW
+
+
+@pytest.mark.parametrize(
+    ("sub", "env"),
+    [("btc-breakout", "live"), ("eth-breakout", "paper"), ("btc-breakout.paper", "live")],
+)
+def test_a_signature_is_valid_for_its_own_destination_only(sub: str, env: str) -> None:
+    """Same secret, same body, same t: another destination refuses it."""
+    with pytest.raises(Unauthorized, match="does not match"):
+        verify(sig(), sub=sub, env=env)
+
+
+def test_the_retired_v1_scheme_is_refused_with_what_to_do() -> None:
+    v1 = hmac.new(SECRET, f"{NOW}.".encode() + BODY, hashlib.sha256).hexdigest()
+    with pytest.raises(Unauthorized, match="retired scheme") as refused:
+        verify(f"t={NOW},v1={v1}")
+    assert "v2=" in str(refused.value)
 
 
 @pytest.mark.parametrize(
@@ -79,26 +116,25 @@ def test_a_correct_signature_is_accepted() -> None:
     ids=["body", "timestamp", "digest"],
 )
 def test_a_tampered_signature_is_refused(tamper: object) -> None:
-    header, body = tamper(sign(SECRET, NOW, BODY), BODY)  # type: ignore[operator]
+    header, body = tamper(sig(), BODY)  # type: ignore[operator]
     with pytest.raises(Unauthorized, match="does not match"):
-        verify_signature(SECRET, header, body, now_s=NOW, window_s=300)
+        verify(header, body)
 
 
 def test_a_signature_under_another_secret_is_refused() -> None:
     with pytest.raises(Unauthorized, match="does not match"):
-        verify_signature(SECRET, sign(b"other", NOW, BODY), BODY, now_s=NOW, window_s=300)
+        verify(sig(b"other"))
 
 
 @pytest.mark.parametrize("age", [301, -301, 10_000])
 def test_an_expired_or_future_timestamp_is_refused(age: int) -> None:
-    header = sign(SECRET, NOW - age, BODY)
     with pytest.raises(Unauthorized, match="outside the 300 s window"):
-        verify_signature(SECRET, header, BODY, now_s=NOW, window_s=300)
+        verify(sig(now=NOW - age))
 
 
 @pytest.mark.parametrize("age", [0, 300, -300])
 def test_the_window_edges_are_inside(age: int) -> None:
-    verify_signature(SECRET, sign(SECRET, NOW - age, BODY), BODY, now_s=NOW, window_s=300)
+    verify(sig(now=NOW - age))
 
 
 def test_a_replayed_signature_is_refused_and_a_fresh_one_accepted() -> None:
@@ -113,18 +149,22 @@ def test_a_replayed_signature_is_refused_and_a_fresh_one_accepted() -> None:
             now_s=now,
             window_s=300,
             guard=guard,
-            destination="btc-breakout/paper",
+            subscription=SUB,
+            environment=ENV,
         )
 
-    first = sign(SECRET, NOW, BODY)
-    assert post(first, NOW) is not None
+    first = sig()
+    # One key space for every destination: the digest already names the destination.
+    assert post(first, NOW) == verify(first).digest
     with pytest.raises(Unauthorized, match="already used"):
         post(first, NOW + 10)
-    # Padding the header with another v1 does not make a replay new.
+    # Padding the header with another v2 (or a v1) does not make a replay new.
+    with pytest.raises(Unauthorized, match="already used"):
+        post(first + ",v2=" + "0" * 64, NOW + 11)
     with pytest.raises(Unauthorized, match="already used"):
         post(first + ",v1=" + "0" * 64, NOW + 11)
     # The same body signed again (a retry done right) is accepted.
-    assert post(sign(SECRET, NOW + 12, BODY), NOW + 12) is not None
+    assert post(sig(now=NOW + 12), NOW + 12) is not None
     # After the window the old signature is refused by its timestamp, not remembered forever.
     with pytest.raises(Unauthorized, match="outside"):
         post(first, NOW + 400)
@@ -152,14 +192,19 @@ def test_the_replay_guard_forgets_expired_signatures() -> None:
         "",
         "garbage",
         f"t={NOW}",
-        "v1=" + "a" * 64,
-        f"t=abc,v1={'a' * 64}",
-        f"t={NOW},v1=xyz",
-        f"t={NOW},t={NOW},v1={'a' * 64}",
-        f"t=-5,v1={'a' * 64}",
-        f"t={NOW},v1={'a' * 63}",
-        ",".join(["x=1"] * 20) + f",t={NOW},v1={'a' * 64}",
-        f"t={'9' * 40},v1={'a' * 64}",
+        "v2=" + "a" * 64,
+        f"t=abc,v2={'a' * 64}",
+        f"t={NOW},v2=xyz",
+        f"t={NOW},t={NOW},v2={'a' * 64}",
+        f"t=-5,v2={'a' * 64}",
+        f"t={NOW},v2={'a' * 63}",
+        ",".join(["x=1"] * 20) + f",t={NOW},v2={'a' * 64}",
+        f"t={'9' * 40},v2={'a' * 64}",
+        # Digits to Python's \\d and int(), but not ASCII: once a 500 (UnicodeEncodeError).
+        f"t=\u0661\u0662\u0663,v2={'a' * 64}",
+        f"t=\uff11\uff12\uff13,v2={'a' * 64}",
+        f"t=12\u00b3,v2={'a' * 64}",
+        f"t={NOW},v2=" + "\u0661" * 64,
     ],
 )
 def test_a_malformed_signature_header_is_refused(header: str) -> None:
@@ -168,9 +213,9 @@ def test_a_malformed_signature_header_is_refused(header: str) -> None:
 
 
 def test_signature_header_tolerates_spaces_unknown_schemes_and_rotation() -> None:
-    good = sign(SECRET, NOW, BODY).split(",v1=")[1]
-    header = f" t={NOW} , v0=zzz , v1={'0' * 64} , v1={good.upper()} "
-    verify_signature(SECRET, header, BODY, now_s=NOW, window_s=300)
+    good = sig().split(",v2=")[1]
+    header = f" t={NOW} , v0=zzz , v2={'0' * 64} , v1={'1' * 64}, v2={good.upper()} "
+    verify(header)
 
 
 def test_tokens_are_compared_in_constant_time(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -186,7 +231,7 @@ def test_tokens_are_compared_in_constant_time(monkeypatch: pytest.MonkeyPatch) -
     verify_token(b"tok", "tok")
     with pytest.raises(Unauthorized):
         verify_token(b"tok", "tok2")
-    verify_signature(SECRET, sign(SECRET, NOW, BODY), BODY, now_s=NOW, window_s=300)
+    verify(sig())
     assert len(calls) == 3
     assert all(isinstance(a, bytes) and isinstance(b, bytes) for a, b in calls)
 
@@ -204,7 +249,8 @@ def token_auth(credentials: Credentials, secret: bytes = b"tv-token") -> None:
         now_s=NOW,
         window_s=300,
         guard=ReplayGuard(300),
-        destination="d",
+        subscription=SUB,
+        environment=ENV,
     )
 
 
@@ -223,7 +269,7 @@ def test_a_token_in_the_url_or_the_body_is_accepted() -> None:
         (Credentials(query_tokens=["tv-token", "tv-token"]), "more than one"),
         (Credentials(query_tokens=["tv-token"], body_token="x"), "more than one"),
         # A signature header does not stand in for the token of a token-only subscription.
-        (Credentials(signature=sign(SECRET, NOW, b"")), "missing credentials"),
+        (Credentials(signature=sig(body=b"")), "missing credentials"),
     ],
 )
 def test_a_bad_or_missing_token_is_refused(credentials: Credentials, message: str) -> None:
@@ -245,11 +291,22 @@ def test_an_unset_secret_variable_closes_the_subscription_and_names_the_variable
         assert not policy.is_open
         with pytest.raises(Unauthorized, match="set the environment variable TV_TOKEN"):
             token_auth_with(policy, Credentials(query_tokens=["anything"]))
+        # ... in the log: the answer is the same as for any other refusal.
+        with pytest.raises(Unauthorized) as refused:
+            token_auth_with(policy, Credentials(query_tokens=["anything"]))
+        assert "TV_TOKEN" not in refused.value.message
 
 
 def token_auth_with(policy: AuthPolicy, credentials: Credentials) -> str | None:
     return authenticate(
-        policy, credentials, b"", now_s=NOW, window_s=300, guard=ReplayGuard(300), destination="d"
+        policy,
+        credentials,
+        b"",
+        now_s=NOW,
+        window_s=300,
+        guard=ReplayGuard(300),
+        subscription=SUB,
+        environment=ENV,
     )
 
 
@@ -265,16 +322,17 @@ def test_with_both_declared_a_signed_request_is_judged_by_its_signature() -> Non
     with pytest.raises(Unauthorized, match="does not match"):
         authenticate(
             policy,
-            Credentials(signature=sign(b"wrong", NOW, BODY), query_tokens=["tok"]),
+            Credentials(signature=sig(b"wrong"), query_tokens=["tok"]),
             BODY,
             now_s=NOW,
             window_s=300,
             guard=ReplayGuard(300),
-            destination="d",
+            subscription=SUB,
+            environment=ENV,
         )
     # No signature: the token decides.
     assert token_auth_with(policy, Credentials(query_tokens=["tok"])) is None
-    assert signed(policy, sign(SECRET, NOW, BODY)) is not None
+    assert signed(policy, sig()) is not None
 
 
 def test_no_refusal_message_contains_a_secret_or_token() -> None:
@@ -283,7 +341,7 @@ def test_no_refusal_message_contains_a_secret_or_token() -> None:
     for credentials in (
         Credentials(query_tokens=[secret_token + "x"]),
         Credentials(body_token=secret_token[:-1]),
-        Credentials(signature=sign(secret_token.encode(), NOW, BODY)),
+        Credentials(signature=sig(secret_token.encode())),
     ):
         try:
             authenticate(
@@ -293,10 +351,11 @@ def test_no_refusal_message_contains_a_secret_or_token() -> None:
                 now_s=NOW,
                 window_s=300,
                 guard=ReplayGuard(300),
-                destination="d",
+                subscription=SUB,
+                environment=ENV,
             )
         except Unauthorized as e:
-            messages.append(str(e))
+            messages += [str(e), e.message]
     assert messages
     for message in messages:
         assert "secret-token" not in message
