@@ -15,8 +15,11 @@ say() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
 
 $sg workflows apply examples/btc-breakout.toml
 
-say "starting sluicegate serve (log: var/log/serve.log)"
-$sg serve >var/log/serve.log 2>&1 &
+# serve keeps this file of "NAME PID" lines current: the demo signals one child by its pid,
+# never by matching process names (which could hit any process on the machine).
+pid_file=var/run/serve.pids
+say "starting sluicegate serve (log: var/log/serve.log, pids: $pid_file)"
+$sg serve --pid-file "$pid_file" >var/log/serve.log 2>&1 &
 serve_pid=$!
 cleanup() { kill "$serve_pid" 2>/dev/null && wait "$serve_pid" 2>/dev/null || true; }
 trap cleanup EXIT INT TERM
@@ -38,6 +41,12 @@ wait_for() {  # wait_for SECONDS COMMAND...: until the command succeeds
     sleep 0.5
   done
 }
+pid_of() {  # pid_of COMPONENT: its pid in serve's pid file, if it is running now
+  awk -v name="$1" '$1 == name { print $2 }' "$pid_file" 2>/dev/null
+}
+running_other_than() {  # running_other_than COMPONENT PID: it runs, under another pid
+  local pid; pid=$(pid_of "$1"); [ -n "$pid" ] && [ "$pid" != "$2" ]
+}
 
 say "two concurrent deliveries of A"
 out=$( (line "$a_open"; line "$a_open") | publish )
@@ -53,8 +62,12 @@ say "a third delivery of A, after completion"
 line "$a_open" | publish
 
 say "kill -9 the processor; sluicegate serve restarts it, state comes back from the changelog"
-pkill -9 -f "sluicegate.cli processor" || true
-sleep 1
+wait_for 30 running_other_than processor none
+processor_pid=$(pid_of processor)
+kill -9 "$processor_pid"
+echo "killed processor pid $processor_pid"
+wait_for 60 running_other_than processor "$processor_pid"
+echo "serve restarted it as pid $(pid_of processor)"
 
 say "a fourth delivery of A after the restart, and the first of B"
 out=$( (line "$a_open"; line "$b_open") | publish )
@@ -76,5 +89,5 @@ $sg stats
 if [ "${DEMO_EXIT:-0}" = 1 ]; then
   exit 0
 fi
-say "Sluicegate is running: webhook at http://${SLUICEGATE_HTTP:-127.0.0.1:8080}/v1/hooks/btc-breakout?env=paper, Ctrl-C stops it"
+say "Sluicegate is running: webhook at http://${SLUICEGATE_HTTP:-127.0.0.1:8080}/v1/hooks/btc-breakout?env=paper, read API at http://${SLUICEGATE_READ_HTTP:-127.0.0.1:8081}/v1/stats, Ctrl-C stops it"
 wait "$serve_pid"

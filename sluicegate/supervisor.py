@@ -4,17 +4,28 @@ Each component is its own ``sluicegate <component>`` process, so a crash of one 
 ``kill -9`` in a drill) is contained and the exactly-once machinery of that component is what
 recovers it. Restarts back off from 1 s to 30 s. SIGTERM or Ctrl-C stops every child (SIGTERM,
 then SIGKILL after 15 s) and returns.
+
+With ``pid_file``, serve keeps a file of ``NAME PID`` lines: ``serve`` itself first, then each
+component *that is running now*. It is rewritten (atomically: a reader never sees half of it)
+within 0.2 s of a child starting or exiting, and removed when serve stops. It is how a
+script signals one component (``kill -9 "$(awk '$1 == "processor" {print $2}' FILE)"``)
+without matching process names, which could hit any process on the machine. A file that
+names a live serve refuses a second one.
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
 import signal
 import subprocess
 import sys
 import threading
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
+from consumers.ingest.settings import DEFAULT_READ_HTTP
 from sluicegate.config import Settings
 from sluicegate.errors import SluicegateError
 
@@ -31,7 +42,10 @@ class _Child:
 
 
 def serve(
-    settings: Settings, only: list[str] | None = None, stop: threading.Event | None = None
+    settings: Settings,
+    only: list[str] | None = None,
+    stop: threading.Event | None = None,
+    pid_file: Path | None = None,
 ) -> int:
     """Run the components until SIGTERM/SIGINT (or ``stop``), restarting any that exits."""
     components = list(COMPONENTS)
@@ -42,6 +56,8 @@ def serve(
                 f"unknown component(s) {', '.join(unknown)}; choose from {', '.join(components)}"
             )
         components = [c for c in components if c in only]
+    if pid_file is not None:
+        _claim(pid_file)
     children = [_Child(name) for name in components]
     stopping = stop or threading.Event()
 
@@ -51,15 +67,20 @@ def serve(
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, on_signal)
         signal.signal(signal.SIGINT, on_signal)
+    read_http = os.environ.get("SLUICEGATE_READ_HTTP", "").strip() or DEFAULT_READ_HTTP
     print(
         f"sluicegate serve: {', '.join(components)} (Kafka {settings.kafka}, "
-        f"prefix {settings.topic_prefix!r}, HTTP {settings.http_host}:{settings.http_port})",
+        f"prefix {settings.topic_prefix!r}, webhook {settings.http_host}:{settings.http_port}, "
+        f"read API {read_http})",
         file=sys.stderr,
         flush=True,
     )
     try:
+        if pid_file is not None:
+            _write_pids(pid_file, children)
         while not stopping.is_set():
             now = time.monotonic()
+            changed = False
             for child in children:
                 if child.process is not None and child.process.poll() is not None:
                     code = child.process.returncode
@@ -72,14 +93,67 @@ def serve(
                     )
                     child.process = None
                     child.next_start = now + delay
+                    changed = True
                 if child.process is None and now >= child.next_start:
                     child.process = subprocess.Popen(
                         [sys.executable, "-m", "sluicegate.cli", child.name]
                     )
+                    changed = True
+            if changed and pid_file is not None:
+                _write_pids(pid_file, children)
             time.sleep(0.2)
     finally:
         _stop_all(children)
+        if pid_file is not None:
+            _release(pid_file)
     return 0
+
+
+def _claim(pid_file: Path) -> None:
+    owner = _pids(pid_file).get("serve")
+    if owner is not None and owner != os.getpid() and _alive(owner):
+        raise SluicegateError(
+            f"{pid_file} belongs to a running sluicegate serve (pid {owner}); stop it first or "
+            "give this one another --pid-file"
+        )
+    pid_file.parent.mkdir(parents=True, exist_ok=True)
+
+
+def _write_pids(pid_file: Path, children: list[_Child]) -> None:
+    lines = [f"serve {os.getpid()}"]
+    lines += [f"{c.name} {c.process.pid}" for c in children if c.process is not None]
+    temporary = pid_file.with_name(pid_file.name + ".tmp")
+    temporary.write_text("\n".join(lines) + "\n")
+    os.replace(temporary, pid_file)
+
+
+def _release(pid_file: Path) -> None:
+    if _pids(pid_file).get("serve") == os.getpid():
+        with contextlib.suppress(FileNotFoundError):
+            pid_file.unlink()
+
+
+def _pids(pid_file: Path) -> dict[str, int]:
+    try:
+        text = pid_file.read_text()
+    except FileNotFoundError:
+        return {}
+    found: dict[str, int] = {}
+    for line in text.splitlines():
+        name, _, pid = line.partition(" ")
+        if pid.strip().isdigit():
+            found[name] = int(pid)
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def _stop_all(children: list[_Child]) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 import orjson
 
@@ -26,6 +27,15 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     serve_parser.add_argument(
         "--only", action="append", default=None, help="run only this component (repeatable)"
     )
+    serve_parser.add_argument(
+        "--pid-file",
+        type=Path,
+        metavar="FILE",
+        help=(
+            "keep FILE up to date with one 'NAME PID' line for serve and each running component "
+            "(removed on exit), so a script can signal one component by its pid"
+        ),
+    )
     serve_parser.set_defaults(func=cmd_serve)
 
 
@@ -39,4 +49,4 @@ def cmd_topics_ensure(args: argparse.Namespace) -> int:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    return serve(load_settings(), only=args.only)
+    return serve(load_settings(), only=args.only, pid_file=args.pid_file)

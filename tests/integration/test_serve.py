@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -56,3 +59,103 @@ def test_serve_restarts_a_killed_component_and_stops_cleanly() -> None:
         _, stderr = serve.communicate(timeout=60)
     assert serve.returncode == 0
     assert "processor exited with -9; restart in 1 s" in stderr
+
+
+def pids_in(path: Path) -> dict[str, int]:
+    """``sluicegate serve --pid-file``'s content: one ``NAME PID`` per line."""
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        return {}
+    return {name: int(pid) for name, pid in (line.split() for line in text.splitlines())}
+
+
+def test_serve_pid_file_names_the_running_child_and_follows_its_restart(tmp_path: Path) -> None:
+    settings = unique_settings()
+    ensure_topics(settings)
+    env = dict(
+        os.environ,
+        SLUICEGATE_TOPIC_PREFIX=settings.topic_prefix,
+        SLUICEGATE_STATE_DIR=str(settings.state_dir),
+    )
+    pid_file = tmp_path / "run" / "serve.pids"
+    serve = subprocess.Popen(
+        [
+            *(sys.executable, "-m", "sluicegate.cli", "serve", "--only", "processor"),
+            *("--pid-file", str(pid_file)),
+        ],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        wait_until(lambda: "processor" in pids_in(pid_file), timeout_s=30)
+        written = pids_in(pid_file)
+        assert written["serve"] == serve.pid
+        assert children_of(serve.pid) == [written["processor"]]
+        os.kill(written["processor"], signal.SIGKILL)
+        wait_until(
+            lambda: pids_in(pid_file).get("processor") not in (None, written["processor"]),
+            timeout_s=30,
+        )
+        restarted = pids_in(pid_file)["processor"]
+        assert children_of(serve.pid) == [restarted]
+        time.sleep(1)  # let the new processor subscribe before asking everything to stop
+    finally:
+        serve.send_signal(signal.SIGTERM)
+        _, stderr = serve.communicate(timeout=60)
+    assert serve.returncode == 0, stderr[-2000:]
+    assert not pid_file.exists()
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def http_get(url: str) -> tuple[int, bytes] | None:
+    """Status and body, or ``None`` while nothing listens there."""
+    try:
+        with urllib.request.urlopen(url, timeout=5) as response:
+            return int(response.status), bytes(response.read())
+    except urllib.error.HTTPError as e:
+        return int(e.code), bytes(e.read())
+    except OSError:
+        return None
+
+
+def test_serve_starts_the_read_listener_beside_the_webhook() -> None:
+    settings = unique_settings()
+    ensure_topics(settings)
+    webhook, read = free_port(), free_port()
+    env = dict(
+        os.environ,
+        SLUICEGATE_TOPIC_PREFIX=settings.topic_prefix,
+        SLUICEGATE_STATE_DIR=str(settings.state_dir),
+        SLUICEGATE_HTTP=f"127.0.0.1:{webhook}",
+        SLUICEGATE_READ_HTTP=f"127.0.0.1:{read}",
+    )
+    serve = subprocess.Popen(
+        [sys.executable, "-m", "sluicegate.cli", "serve", "--only", "ingest"],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        wait_until(lambda: http_get(f"http://127.0.0.1:{read}/v1/stats") is not None, 60)
+        answer = http_get(f"http://127.0.0.1:{read}/v1/stats")
+        assert answer is not None
+        # No projector ran for this prefix: the read API says so (a 503 of its own).
+        assert answer[0] == 503 and b"projection_unavailable" in answer[1], answer
+        hook_answer = http_get(f"http://127.0.0.1:{webhook}/v1/stats")
+        assert hook_answer is not None and hook_answer[0] == 404, hook_answer
+        assert b"projection" not in hook_answer[1]
+    finally:
+        serve.send_signal(signal.SIGTERM)
+        _, stderr = serve.communicate(timeout=60)
+    assert serve.returncode == 0, stderr[-2000:]
