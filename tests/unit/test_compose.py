@@ -8,6 +8,7 @@ from typing import Any
 
 import yaml
 
+from consumers.ingest.settings import DEFAULT_READ_HTTP
 from sluicegate.config import DEFAULT_HTTP, DEFAULT_KAFKA, DEFAULT_PG_DSN, DEFAULT_TOPIC_PREFIX
 from sluicegate.supervisor import COMPONENTS
 
@@ -20,8 +21,18 @@ def compose() -> dict[str, Any]:
     return data
 
 
+def published(service: dict[str, Any]) -> dict[int, str]:
+    """Host port -> host address it is published on ("" = every interface)."""
+    out: dict[int, str] = {}
+    for mapping in service.get("ports", []):
+        parts = str(mapping).split(":")
+        host_ip = parts[0] if len(parts) == 3 else ""
+        out[int(parts[-2])] = host_ip
+    return out
+
+
 def host_ports(service: dict[str, Any]) -> set[int]:
-    return {int(str(p).split(":")[0]) for p in service.get("ports", [])}
+    return set(published(service))
 
 
 def test_infrastructure_ports_match_local_defaults() -> None:
@@ -60,3 +71,16 @@ def test_transactions_work_on_the_single_node() -> None:
     assert env["KAFKA_TRANSACTION_STATE_LOG_REPLICATION_FACTOR"] == 1
     assert env["KAFKA_TRANSACTION_STATE_LOG_MIN_ISR"] == 1
     assert env["KAFKA_AUTO_CREATE_TOPICS_ENABLE"] == "false"
+
+
+def test_the_read_api_is_published_on_the_hosts_loopback_only() -> None:
+    ingest = compose()["services"]["ingest"]
+    read_port = int(DEFAULT_READ_HTTP.rsplit(":", 1)[1])
+    assert published(ingest)[read_port] == "127.0.0.1"
+    assert ingest["environment"]["SLUICEGATE_READ_HTTP"] == f"0.0.0.0:{read_port}"
+    # The webhook is the one port senders from elsewhere must reach.
+    assert published(ingest)[int(DEFAULT_HTTP.rsplit(":", 1)[1])] == ""
+    # No other service publishes the read API.
+    for name, service in compose()["services"].items():
+        if name != "ingest":
+            assert read_port not in host_ports(service), name
