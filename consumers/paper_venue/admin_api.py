@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hmac
 import json
+import secrets
 from decimal import Decimal
 from typing import Any
 
@@ -39,10 +40,6 @@ class Problem(Exception):
         )
 
 
-def _problem(status: int, code: str, message: str) -> Problem:
-    return Problem(status, code, message)
-
-
 class AdminApi:
     """The admin routes over one :class:`Venue`."""
 
@@ -69,13 +66,13 @@ class AdminApi:
     def _authorize(self, request: web.Request) -> None:
         given = request.headers.get("Authorization", "").removeprefix("Bearer ").strip()
         if not hmac.compare_digest(given.encode(), self.venue.admin_token.encode()):
-            raise _problem(401, "unauthorized", "send Authorization: Bearer <admin token>")
+            raise Problem(401, "unauthorized", "send Authorization: Bearer <admin token>")
 
     async def _json(self, request: web.Request) -> Any:
         try:
             return json.loads(await request.read())
         except (json.JSONDecodeError, UnicodeDecodeError):
-            raise _problem(400, "invalid_request", "the body is not JSON") from None
+            raise Problem(400, "invalid_request", "the body is not JSON") from None
 
     async def health(self, request: web.Request) -> web.Response:
         return web.json_response({"ok": True})
@@ -92,19 +89,19 @@ class AdminApi:
         body = await self._json(request)
         items = body["faults"] if isinstance(body, dict) and "faults" in body else [body]
         if not isinstance(items, list):
-            raise _problem(400, "invalid_fault", "'faults' must be a list")
+            raise Problem(400, "invalid_fault", "'faults' must be a list")
         now = self.venue.exchange.clock()
         parsed = []
         for index, item in enumerate(items):
             try:
-                parsed.append(parse_fault(item, f"fault-{now}-{index}"))
+                parsed.append(parse_fault(item, f"fault-{secrets.token_hex(4)}"))
             except FaultSpecError as e:
-                raise _problem(400, "invalid_fault", f"fault {index}: {e}") from None
+                raise Problem(400, "invalid_fault", f"fault {index}: {e}") from None
         added = []
         for fault in parsed:
             fault_id = self.venue.faults.add(fault, now)
             if fault_id is None:
-                raise _problem(409, "duplicate_fault", f"a fault named {fault.name!r} exists")
+                raise Problem(409, "duplicate_fault", f"a fault named {fault.name!r} exists")
             added.append(fault_id)
         rules = [r for r in self.venue.faults.rules() if r["id"] in added]
         return web.json_response({"faults": rules}, status=201)
@@ -117,7 +114,7 @@ class AdminApi:
         self._authorize(request)
         fault_id = request.match_info["fault_id"]
         if not fault_id.isdigit() or not self.venue.faults.delete(int(fault_id)):
-            raise _problem(404, "not_found", f"no fault {fault_id}")
+            raise Problem(404, "not_found", f"no fault {fault_id}")
         return web.json_response({"deleted": 1})
 
     # -- prices and balances -----------------------------------------------------------------
@@ -138,13 +135,13 @@ class AdminApi:
         self._authorize(request)
         body = await self._json(request)
         if not isinstance(body, dict):
-            raise _problem(400, "invalid_request", "the body must be a JSON object")
+            raise Problem(400, "invalid_request", "the body must be a JSON object")
         price = _positive(body.get("price"), "price")
         volume = None if body.get("volume") is None else _positive(body["volume"], "volume")
         try:
             fills = self.venue.exchange.set_price(str(body.get("symbol", "")), price, volume)
         except Refusal as e:
-            raise _problem(400, e.kind.value, e.msg) from None
+            raise Problem(400, e.kind.value, e.msg) from None
         return web.json_response(
             {
                 "symbol": body["symbol"],
@@ -174,12 +171,12 @@ class AdminApi:
         if not isinstance(body, dict) or not all(
             isinstance(body.get(k), str) for k in ("account", "asset")
         ):
-            raise _problem(400, "invalid_request", "give 'account', 'asset' and 'free'")
+            raise Problem(400, "invalid_request", "give 'account', 'asset' and 'free'")
         if body["account"] not in {a.name for a in self.venue.config.accounts}:
-            raise _problem(404, "not_found", f"no account {body['account']!r}")
+            raise Problem(404, "not_found", f"no account {body['account']!r}")
         free = parse_decimal(body["free"]) if isinstance(body.get("free"), str) else None
         if free is None:
-            raise _problem(400, "invalid_request", "'free' must be a decimal string")
+            raise Problem(400, "invalid_request", "'free' must be a decimal string")
         self.venue.exchange.set_balance(body["account"], body["asset"].upper(), free)
         return web.json_response({"ok": True})
 
@@ -264,5 +261,5 @@ def seed_faults(venue: Venue) -> None:
 def _positive(value: object, name: str) -> Decimal:
     parsed = parse_decimal(value) if isinstance(value, str) else None
     if parsed is None or parsed <= 0:
-        raise _problem(400, "invalid_request", f"'{name}' must be a positive decimal string")
+        raise Problem(400, "invalid_request", f"'{name}' must be a positive decimal string")
     return parsed

@@ -141,36 +141,36 @@ class Exchange:
         """
         spec = self.spec(new.symbol)
         with self.store.transaction():
+            market = self._price(spec.symbol)
+            qty = self._checked_quantity(spec, new, market)
             existing = self.store.orders_with_client_id(account, spec.symbol, new.client_order_id)
             if any(o.is_open for o in existing):
                 raise Refusal(RefusalKind.DUPLICATE_CLIENT_ORDER_ID, -2010, MSG_DUPLICATE)
-            market = self._price(spec.symbol)
-            qty = self._checked_quantity(spec, new, market)
+            self._require_balance(account, spec, new, qty, market)
             marketable = new.type == "MARKET" or (
                 new.price is not None
                 and (new.price >= market if new.side == "BUY" else new.price <= market)
             )
-            self._require_balance(account, spec, new, qty, market)
             still_fresh()
             now = self.clock()
             order = OrderRow(
-                0,
-                account,
-                spec.symbol,
-                new.client_order_id,
-                new.side,
-                new.type,
-                new.time_in_force or "GTC",
-                new.price or ZERO,
-                qty,
-                new.quote_quantity or ZERO,
-                ZERO,
-                ZERO,
-                "NEW",
-                now,
-                now,
-                now + quiet_ms,
-                api,
+                order_id=0,
+                account=account,
+                symbol=spec.symbol,
+                client_order_id=new.client_order_id,
+                side=new.side,
+                type=new.type,
+                time_in_force=new.time_in_force or "GTC",
+                price=new.price or ZERO,
+                orig_qty=qty,
+                orig_quote_qty=new.quote_quantity or ZERO,
+                executed_qty=ZERO,
+                cumm_quote_qty=ZERO,
+                status="NEW",
+                time_ms=now,
+                update_time_ms=now,
+                visible_from_ms=now + quiet_ms,
+                api=api,
             )
             self.store.insert_order(order)
             fills: list[TradeRow] = []

@@ -104,7 +104,7 @@ def create_app(venue: Venue) -> web.Application:
                     {"code": -1020, "msg": "This operation is not supported."}, status=e.status
                 )
             return Problem(
-                e.status, "not_found", f"no route {request.method} {request.path}"
+                e.status, "no_route", f"no route {request.method} {request.path}"
             ).response()
         except Exception:
             log.exception("request failed", extra={"fields": {"path": request.path}})
