@@ -9,6 +9,7 @@ placement, the query and the pair. ``--url`` measures a venue that is already ru
 from __future__ import annotations
 
 import argparse
+import shutil
 import socket
 import subprocess
 import sys
@@ -48,11 +49,10 @@ def measure(
     return times
 
 
-def _spawn() -> tuple[subprocess.Popen[bytes], str]:
+def _spawn(state: str) -> tuple[subprocess.Popen[bytes], str]:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    state = tempfile.mkdtemp(prefix="venue-bench-")
     process = subprocess.Popen(
         [
             sys.executable,
@@ -88,7 +88,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--symbol", default="BTCUSDT")
     parser.add_argument("--quantity", default="0.0001")
     args = parser.parse_args(argv)
-    process, url = _spawn() if args.spawn else (None, args.url)
+    state = tempfile.mkdtemp(prefix="venue-bench-")
+    process, url = _spawn(state) if args.spawn else (None, args.url)
     try:
         kinds = ["binance", "paper"] if args.adapter == "both" else [args.adapter]
         for kind in kinds:
@@ -111,6 +112,7 @@ def main(argv: list[str] | None = None) -> int:
         if process is not None:
             process.terminate()
             process.wait(10)
+        shutil.rmtree(state, ignore_errors=True)
     return 0
 
 
