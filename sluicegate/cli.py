@@ -23,6 +23,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "sluicegate.commands.worker",
     "sluicegate.commands.read",
     "sluicegate.commands.projections",
+    "sluicegate.commands.venue",
 )
 
 
