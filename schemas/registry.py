@@ -44,6 +44,7 @@ from fastavro.schema import fingerprint, to_parsing_canonical_form
 from schemas.commands import AdmitDelivery, AuthorizeRerun
 from schemas.errors import SchemaMismatch
 from schemas.events import (
+    ActionDispatched,
     AdmissionRecordEvicted,
     BranchCompleted,
     BranchFailed,
@@ -51,8 +52,14 @@ from schemas.events import (
     BranchRelaunched,
     BranchSkipped,
     BranchStarted,
+    CandidateAccepted,
+    CandidateExpired,
+    CandidateProposed,
+    CandidateRejected,
+    CandidateSuperseded,
     DeliveryDeduplicated,
     DeliveryRejected,
+    DispatchRequested,
     OccurrenceConflict,
     RerunRejected,
     RunAdmitted,
@@ -75,6 +82,13 @@ Record = (
     | DeliveryRejected
     | RerunRejected
     | AdmissionRecordEvicted
+    | CandidateProposed
+    | DispatchRequested
+    | CandidateAccepted
+    | CandidateSuperseded
+    | CandidateExpired
+    | CandidateRejected
+    | ActionDispatched
     | AdmitDelivery
     | AuthorizeRerun
 )

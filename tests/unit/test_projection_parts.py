@@ -13,9 +13,16 @@ from projections.model import TABLES, MemoryProjection, RowOp, reduce_rows, stor
 from projections.rebuild import Difference
 from projections.replay import ReplayFilter, csv_columns, parse_time
 from schemas.events import (
+    ActionDispatched,
     AdmissionRecordEvicted,
     BranchLaunched,
+    CandidateAccepted,
+    CandidateExpired,
+    CandidateProposed,
+    CandidateRejected,
+    CandidateSuperseded,
     DeliveryDeduplicated,
+    DispatchRequested,
     RunStatusChanged,
 )
 from schemas.registry import RECORD_CLASSES
@@ -67,9 +74,27 @@ def test_record_time_is_the_last_at_ms_field() -> None:
     assert record_time_ms(RunStatusChanged("r", "k", "pending", "running", 7)) == 7
 
 
+# The gate's records get their read model (scopes, gate counts) together with the gate's
+# stream app; until then they reach only event_log. Remove each one as its handler lands.
+AWAITING_READ_MODEL = frozenset(
+    {
+        CandidateProposed,
+        DispatchRequested,
+        CandidateAccepted,
+        CandidateSuperseded,
+        CandidateExpired,
+        CandidateRejected,
+        ActionDispatched,
+    }
+)
+
+
 def test_every_record_type_has_a_handler() -> None:
     # A new event type must be thought about: give it a handler (even one that returns []).
-    assert set(RECORD_CLASSES) - set(HANDLERS) == set()
+    assert set(RECORD_CLASSES) - set(HANDLERS) - AWAITING_READ_MODEL == set()
+    # The exemption expires by itself: a type that got its handler must leave the list.
+    assert set(RECORD_CLASSES) >= AWAITING_READ_MODEL
+    assert not AWAITING_READ_MODEL & set(HANDLERS)
 
 
 def test_every_table_is_created_by_a_migration() -> None:
