@@ -41,10 +41,22 @@ from typing import Any, Literal
 from fastavro import parse_schema
 from fastavro.schema import fingerprint, to_parsing_canonical_form
 
-from schemas.commands import AdmitDelivery, AuthorizeRerun
+from schemas.commands import (
+    AdmitDelivery,
+    AuthorizeRerun,
+    ExposureObserved,
+    LookupAnswered,
+    RecoverRun,
+    ResolveHold,
+    VenueAnswered,
+)
 from schemas.errors import SchemaMismatch
 from schemas.events import (
+    ActionExpired,
+    ActionHeld,
+    ActionIntended,
     AdmissionRecordEvicted,
+    AttemptStarted,
     BranchCompleted,
     BranchFailed,
     BranchLaunched,
@@ -53,9 +65,16 @@ from schemas.events import (
     BranchStarted,
     DeliveryDeduplicated,
     DeliveryRejected,
+    ExposureRecorded,
+    HoldResolved,
     OccurrenceConflict,
+    QueryRequested,
+    ReceiptRecorded,
+    RecoveryReceiptRecorded,
+    RecoveryStarted,
     RerunRejected,
     RunAdmitted,
+    RunCheckpointed,
     RunStatusChanged,
     WorkflowRevised,
 )
@@ -75,8 +94,24 @@ Record = (
     | DeliveryRejected
     | RerunRejected
     | AdmissionRecordEvicted
+    | ActionIntended
+    | AttemptStarted
+    | ReceiptRecorded
+    | ActionExpired
+    | ActionHeld
+    | HoldResolved
+    | RunCheckpointed
+    | QueryRequested
+    | ExposureRecorded
+    | RecoveryStarted
+    | RecoveryReceiptRecorded
     | AdmitDelivery
     | AuthorizeRerun
+    | RecoverRun
+    | ResolveHold
+    | VenueAnswered
+    | LookupAnswered
+    | ExposureObserved
 )
 """Every record type of the contract: the events, then the commands."""
 
