@@ -20,9 +20,21 @@ import orjson
 
 from projections.model import Row, RowOp, storable
 from schemas.codec import to_json_dict
-from schemas.commands import AdmitDelivery, AuthorizeRerun
+from schemas.commands import (
+    AdmitDelivery,
+    AuthorizeRerun,
+    ExposureObserved,
+    LookupAnswered,
+    RecoverRun,
+    ResolveHold,
+    VenueAnswered,
+)
 from schemas.events import (
+    ActionExpired,
+    ActionHeld,
+    ActionIntended,
     AdmissionRecordEvicted,
+    AttemptStarted,
     BranchCompleted,
     BranchFailed,
     BranchLaunched,
@@ -31,9 +43,16 @@ from schemas.events import (
     BranchStarted,
     DeliveryDeduplicated,
     DeliveryRejected,
+    ExposureRecorded,
+    HoldResolved,
     OccurrenceConflict,
+    QueryRequested,
+    ReceiptRecorded,
+    RecoveryReceiptRecorded,
+    RecoveryStarted,
     RerunRejected,
     RunAdmitted,
+    RunCheckpointed,
     RunStatusChanged,
     WorkflowRevised,
 )
@@ -408,3 +427,28 @@ def _rerun_rejected(source: Source, r: RerunRejected) -> list[RowOp]:
 @handles(AdmissionRecordEvicted)
 def _evicted(source: Source, r: AdmissionRecordEvicted) -> list[RowOp]:
     return [("evictions", _fields(r, "admission_key", "run_ids", "evicted_at_ms"))]
+
+
+@handles(
+    ActionIntended,
+    AttemptStarted,
+    ReceiptRecorded,
+    ActionExpired,
+    ActionHeld,
+    HoldResolved,
+    RunCheckpointed,
+    QueryRequested,
+    ExposureRecorded,
+    RecoveryStarted,
+    RecoveryReceiptRecorded,
+    RecoverRun,
+    ResolveHold,
+    VenueAnswered,
+    LookupAnswered,
+    ExposureObserved,
+)
+def _journal(source: Source, r: object) -> list[RowOp]:
+    # The action journal's records reach the event log (and so run timelines) only; its
+    # tables and the expired_before_send / unresolved_attempt / holds counts come with the
+    # gateway's projection.
+    return []

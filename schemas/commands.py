@@ -40,3 +40,104 @@ class AuthorizeRerun:
     reason: str
     requested_by: str
     requested_at_ms: int
+
+
+# --------------------------------------------------------------------------- action journal
+#
+# Decided by the gateway (streams.core.journal), keyed by run id. Operators send RecoverRun
+# and ResolveHold on ``actions``; the gateway feeds the answers of its own requests back as
+# VenueAnswered, LookupAnswered and ExposureObserved.
+
+
+@dataclass(frozen=True)
+class RecoverRun:
+    """Recover a run: restore its checkpoint, consult its journal, reconcile, then continue.
+
+    ``journal_origin``: ``live`` when the journal is the committed one; ``backup`` (or any
+    other value) when it was restored from an older point, which makes the gateway look every
+    action up before sending anything.
+    """
+
+    request_id: str
+    run_id: str
+    requested_by: str
+    reason: str
+    requested_at_ms: int
+    journal_origin: str = "live"
+
+
+@dataclass(frozen=True)
+class ResolveHold:
+    """An operator's resolution of a held action: ``retry_lookup``, ``confirm_absent`` or
+    ``abandon``."""
+
+    request_id: str
+    run_id: str
+    action_id: str
+    resolution: str
+    reason: str
+    operator: str
+    requested_at_ms: int
+
+
+@dataclass(frozen=True)
+class VenueAnswered:
+    """The answer to a send (an ``AttemptStarted``'s request).
+
+    ``outcome``: ``acknowledged``, ``filled``, ``rejected``, ``unknown`` (timeout, 5xx,
+    "execution status unknown") or ``not_sent`` (the gateway refused to send a stale attempt).
+    """
+
+    run_id: str
+    action_id: str
+    attempt: int
+    client_order_id: str
+    outcome: str
+    venue_order_id: str | None
+    status: str | None
+    executed_quantity: str | None
+    fills_json: str | None
+    error_code: str | None
+    detail: str | None
+    observed_at_ms: int
+
+
+@dataclass(frozen=True)
+class LookupAnswered:
+    """The answer to an order lookup by client order id (a ``QueryRequested`` of ``order``).
+
+    ``outcome``: ``acknowledged``, ``filled``, ``rejected`` (found, in that state),
+    ``not_found`` or ``unknown`` (the lookup itself failed). ``queried_at_ms`` is when the
+    query was sent: "not found" proves absence only from the attempt's ``absence_after_ms``.
+    """
+
+    run_id: str
+    action_id: str
+    query_number: int
+    client_order_id: str
+    outcome: str
+    venue_order_id: str | None
+    status: str | None
+    executed_quantity: str | None
+    fills_json: str | None
+    detail: str | None
+    queried_at_ms: int
+    observed_at_ms: int
+
+
+@dataclass(frozen=True)
+class ExposureObserved:
+    """The answer to an exposure query: the account's position in the run's instrument.
+
+    ``outcome``: ``observed`` (``exposure_quantity`` is set) or ``unknown`` (query failed).
+    """
+
+    run_id: str
+    action_id: str
+    query_number: int
+    outcome: str
+    asset: str | None
+    exposure_quantity: str | None
+    detail: str | None
+    queried_at_ms: int
+    observed_at_ms: int

@@ -41,11 +41,23 @@ from typing import Any, Literal
 from fastavro import parse_schema
 from fastavro.schema import fingerprint, to_parsing_canonical_form
 
-from schemas.commands import AdmitDelivery, AuthorizeRerun
+from schemas.commands import (
+    AdmitDelivery,
+    AuthorizeRerun,
+    ExposureObserved,
+    LookupAnswered,
+    RecoverRun,
+    ResolveHold,
+    VenueAnswered,
+)
 from schemas.errors import SchemaMismatch
 from schemas.events import (
     ActionDispatched,
+    ActionExpired,
+    ActionHeld,
+    ActionIntended,
     AdmissionRecordEvicted,
+    AttemptStarted,
     BranchCompleted,
     BranchFailed,
     BranchLaunched,
@@ -60,9 +72,16 @@ from schemas.events import (
     DeliveryDeduplicated,
     DeliveryRejected,
     DispatchRequested,
+    ExposureRecorded,
+    HoldResolved,
     OccurrenceConflict,
+    QueryRequested,
+    ReceiptRecorded,
+    RecoveryReceiptRecorded,
+    RecoveryStarted,
     RerunRejected,
     RunAdmitted,
+    RunCheckpointed,
     RunStatusChanged,
     WorkflowRevised,
 )
@@ -89,8 +108,24 @@ Record = (
     | CandidateExpired
     | CandidateRejected
     | ActionDispatched
+    | ActionIntended
+    | AttemptStarted
+    | ReceiptRecorded
+    | ActionExpired
+    | ActionHeld
+    | HoldResolved
+    | RunCheckpointed
+    | QueryRequested
+    | ExposureRecorded
+    | RecoveryStarted
+    | RecoveryReceiptRecorded
     | AdmitDelivery
     | AuthorizeRerun
+    | RecoverRun
+    | ResolveHold
+    | VenueAnswered
+    | LookupAnswered
+    | ExposureObserved
 )
 """Every record type of the contract: the events, then the commands."""
 
