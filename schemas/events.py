@@ -20,6 +20,13 @@ class WorkflowRevised:
     Lives on the compacted ``workflows`` topic keyed by ``subscription/environment``; the
     newest revision per key is the one new occurrences are admitted under. A run keeps the
     revision it was admitted with (frozen context).
+
+    v2 adds ``branch_attempts``, ``clock_uncertainty_ms``, ``identity_case_sensitive_fields``
+    and ``retention_history``: every retention period still able to matter, oldest first, as
+    ``"<from epoch ms>:<retention ms>"`` (the last one is ``retention_ms``), so that a
+    delivery with no admission record is judged against the smallest retention in effect
+    since its source time. v1 records decode with 3 attempts, 250 ms, no case-sensitive
+    fields and an empty history (meaning: ``retention_ms`` since ``applied_at_ms``).
     """
 
     subscription: str
@@ -39,6 +46,11 @@ class WorkflowRevised:
     auth_hmac_secret_env: str | None
     definition_digest: str
     applied_at_ms: int
+    # v2
+    branch_attempts: int = 3
+    clock_uncertainty_ms: int = 250
+    identity_case_sensitive_fields: tuple[str, ...] = ()
+    retention_history: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -47,7 +59,9 @@ class RunAdmitted:
 
     ``run_id`` is deterministic (admission key + rerun number). ``workflow_revision`` is the
     frozen context. ``expires_at_ms`` is the absolute deadline from the source time and the
-    validity policy; nothing downstream may extend it.
+    validity policy; nothing downstream may extend it. ``branch_attempts`` and
+    ``clock_uncertainty_ms`` (v3) are frozen with the run: the most launches per slot and the
+    clock uncertainty of its deadline policy. Older records decode with 3 and 250 ms.
     """
 
     run_id: str
@@ -74,6 +88,9 @@ class RunAdmitted:
     # v2: the retention horizon the run was admitted under, so that eviction can be derived
     # from the events alone. Absent (None) in v1 records: those are never evicted.
     retention_ms: int | None = None
+    # v3
+    branch_attempts: int = 3
+    clock_uncertainty_ms: int = 250
 
 
 @dataclass(frozen=True)
@@ -203,8 +220,9 @@ class OccurrenceConflict:
 class DeliveryRejected:
     """A delivery that gets no run, with a machine-readable reason.
 
-    Reasons: ``beyond_horizon``, ``unknown_subscription``, ``missing_identity_fields``,
-    ``invalid_field``.
+    Reasons (:mod:`streams.core.reasons`): ``beyond_horizon``, ``unknown_subscription``,
+    ``missing_identity_fields``, ``invalid_field``, ``identity_mismatch``,
+    ``source_time_in_future``, ``payload_too_large``.
     """
 
     delivery_id: str
@@ -219,7 +237,11 @@ class DeliveryRejected:
 
 @dataclass(frozen=True)
 class RerunRejected:
-    """An authorized rerun request that could not be honoured (e.g. unknown run)."""
+    """An authorized rerun request that could not be honoured.
+
+    Reasons: ``unknown_run``, ``duplicate_request``, ``missing_reason``, ``invalid_request``
+    (id or reason too long), ``rerun_limit`` (the occurrence has the most reruns kept).
+    """
 
     request_id: str
     admission_key: str

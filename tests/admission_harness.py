@@ -63,7 +63,8 @@ def candle(**overrides: object) -> dict[str, object]:
 
 @dataclass
 class Clock:
-    now_ms: int = T0
+    # 12:02: candles A (12:00) and B (12:01) have closed; a later source time is in the future.
+    now_ms: int = T0 + 60_000
 
     def __call__(self) -> int:
         return self.now_ms

@@ -73,6 +73,7 @@ from consumers.ingest.errors import (
     Problem,
     RequestRefused,
     RequestTimeout,
+    SourceTimeInFuture,
     Unauthorized,
     UnsupportedMediaType,
 )
@@ -84,7 +85,8 @@ from consumers.ingest.workflows import WorkflowDirectory
 from schemas.commands import AdmitDelivery
 from schemas.events import WorkflowRevised
 from sluicegate.config import Settings
-from streams.core.errors import IdentityError
+from streams.core.errors import DeliveryRefused, FieldRole, IdentityError
+from streams.core.reasons import REJECT_PAYLOAD_TOO_LARGE, REJECT_SOURCE_TIME_IN_FUTURE
 from streams.deliveries import ENVIRONMENTS, build_delivery, new_delivery_id
 from streams.workflow_table import WorkflowTable
 
@@ -323,27 +325,33 @@ def _delivery(workflow: WorkflowRevised, payload: dict[str, object], now_ms: int
         )
     except IdentityError as e:
         raise MissingIdentityFields(
-            "the body lacks fields the workflow needs to identify the occurrence",
+            "the body lacks, or has unreadable, fields the workflow needs",
             _identity_problems(e),
         ) from None
+    except DeliveryRefused as e:
+        problems = _identity_problems(e)
+        if e.reason == REJECT_PAYLOAD_TOO_LARGE:
+            raise PayloadTooLarge("the payload is larger than admission keeps", problems) from None
+        if e.reason == REJECT_SOURCE_TIME_IN_FUTURE:
+            raise SourceTimeInFuture(
+                "the source time is in the future: send the signal once it has passed",
+                problems,
+            ) from None
+        raise InvalidRequest(e.reason, problems) from None
 
 
 def _shorten(text: str, limit: int = 300) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def _identity_problems(error: IdentityError) -> list[Problem]:
-    problems = [Problem(name, "missing: the workflow needs this field") for name in error.missing]
-    details = list(error.details)
-    for name in error.invalid:
-        # The core's details read "<field>: <what is wrong>".
-        prefix = f"{name}: "
-        detail = next((d[len(prefix) :] for d in details if d.startswith(prefix)), None)
-        # The detail quotes the sender's own value; keep the answer small.
-        problems.append(Problem(name, _shorten(detail or "invalid value")))
-    if not problems:
-        problems.append(Problem("body", _shorten(error.describe())))
-    return problems
+def _identity_problems(error: DeliveryRefused) -> list[Problem]:
+    """One problem per field, rendered from the core's structure: what the field is for and
+    what is wrong with it (the message may quote the sender's own value: kept short)."""
+    problems = [
+        Problem("body" if p.role is FieldRole.PAYLOAD else p.field, _shorten(p.explain()))
+        for p in error.problems
+    ]
+    return problems or [Problem("body", _shorten(error.describe()))]
 
 
 def _json(

@@ -122,7 +122,8 @@ class Unauthorized(RequestRefused):
 
 
 class PayloadTooLarge(RequestRefused):
-    """The body is larger than ``SLUICEGATE_INGEST_MAX_BODY_BYTES``."""
+    """The body is larger than ``SLUICEGATE_INGEST_MAX_BODY_BYTES``, or the payload (as
+    canonical JSON) larger than admission keeps."""
 
     status = 413
     code = "payload_too_large"
@@ -158,6 +159,12 @@ class MissingIdentityFields(InvalidRequest):
     """The workflow's identity or source-time fields are missing or unreadable."""
 
     code = "invalid_identity"
+
+
+class SourceTimeInFuture(InvalidRequest):
+    """The source time is later than now plus the workflow's clock uncertainty."""
+
+    code = "source_time_in_future"
 
 
 class KafkaUnavailable(RequestRefused):

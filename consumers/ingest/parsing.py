@@ -3,13 +3,14 @@
 Accepted, by ``Content-Type`` (UTF-8 only):
 
 - ``application/json`` (and ``application/*+json``): a JSON object. Anything else — an array,
-  a string, malformed JSON — is refused.
+  a string, malformed JSON, an object that gives a key twice anywhere (JSON parsers disagree
+  on which value counts; the problem names the key, e.g. ``price.limit``) — is refused.
 - ``text/plain``: what TradingView sends when the alert message is not valid JSON. If the
   text is a JSON object it is read as one (some senders label JSON as text); otherwise it is
   read as ``key=value`` pairs separated by newlines, commas, semicolons or whitespace, e.g.
   ``instrument={{ticker}} interval={{interval}} candle_open={{time}}``. A value with a
   separator in it is written in double quotes (``note="two words"``, with ``\\"`` and ``\\\\``
-  escapes). Values of text bodies are strings.
+  escapes). Values of text bodies are strings; a key given twice is refused.
 
 Keys are then matched to the workflow's declared field names: a key that is not exactly a
 declared name but equals one ignoring case and ``-``/space versus ``_`` (``Instrument``,
@@ -30,6 +31,9 @@ import orjson
 from consumers.ingest.errors import InvalidBody, Problem, UnsupportedMediaType
 from schemas.events import WorkflowRevised
 from streams.core.workflow import CANDLE_CLOSE, CANDLE_OPEN_FIELD, INTERVAL_FIELD
+from streams.deliveries import DuplicateKey, TooDeep, parse_json_object
+
+REPEATED_KEY = "given more than once (JSON parsers disagree on which value counts)"
 
 JSON = "json"
 TEXT = "text"
@@ -82,11 +86,19 @@ def _json_object(raw: bytes) -> dict[str, object]:
     if not raw.strip():
         raise InvalidBody("the body is empty", [Problem("body", "empty")])
     try:
-        value = orjson.loads(raw)
+        value = parse_json_object(raw)
     except orjson.JSONDecodeError as e:
         # orjson's message gives a position, never the text around it.
         raise InvalidBody(
             "the body is not valid JSON", [Problem("body", f"malformed JSON: {e}")]
+        ) from None
+    except DuplicateKey as e:
+        raise InvalidBody(
+            "the body gives a key more than once", [Problem(e.path, REPEATED_KEY)]
+        ) from None
+    except TooDeep:
+        raise InvalidBody(
+            "the body is nested too deeply", [Problem("body", "nested too deeply")]
         ) from None
     if not isinstance(value, dict):
         raise InvalidBody(

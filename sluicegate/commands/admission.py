@@ -18,15 +18,25 @@ from confluent_kafka import Producer
 
 from schemas.codec import encode
 from schemas.commands import AdmitDelivery
+from schemas.events import WorkflowRevised
 from sluicegate.config import Settings, load_settings
 from sluicegate.errors import SluicegateError
 from sluicegate.output import print_table
 from sluicegate.topics import ensure_topics
 from streams.admission_app import AdmissionApp
 from streams.core.admission import AdmissionEvent, Command, OccurrenceState
-from streams.core.errors import IdentityError, WorkflowFileError
+from streams.core.errors import DeliveryRefused, IdentityChanged, WorkflowFileError
+from streams.core.refusals import bad_delivery_id
 from streams.core.workflow import parse_workflow_file, revise, workflow_key
-from streams.deliveries import ENVIRONMENTS, DeliveryProducer, build_delivery, new_delivery_id
+from streams.deliveries import (
+    ENVIRONMENTS,
+    DeliveryProducer,
+    DuplicateKey,
+    TooDeep,
+    build_delivery,
+    new_delivery_id,
+    parse_json_object,
+)
 from streams.engine.processor import Processor, wall_clock_ms
 from streams.workflow_table import WorkflowTable
 
@@ -94,9 +104,24 @@ def cmd_workflows_apply(args: argparse.Namespace) -> int:
     try:
         table.catch_up()
         now = wall_clock_ms()
-        for definition in definitions:
+        # Every definition is revised before anything is produced: one refused identity
+        # change applies nothing from the file.
+        revisions: list[tuple[WorkflowRevised | None, WorkflowRevised | None]] = []
+        refused: list[str] = []
+        for index, definition in enumerate(definitions):
             current = table.get(definition.subscription, definition.environment)
-            revised = revise(current, definition, now)
+            try:
+                revisions.append((current, revise(current, definition, now)))
+            except IdentityChanged as e:
+                refused.append(f"{args.file}: workflow[{index}]: {e}")
+        if refused:
+            for problem in refused:
+                print(problem, file=sys.stderr)
+            raise SluicegateError(
+                f"{args.file}: {len(refused)} destination(s) would change their occurrence "
+                "identity; nothing applied"
+            )
+        for definition, (current, revised) in zip(definitions, revisions, strict=True):
             if revised is not None:
                 producer.produce(
                     settings.topic("workflows"),
@@ -203,11 +228,23 @@ def _publish_lines(
 
 
 def _delivery_from_line(table: WorkflowTable, line: str) -> AdmitDelivery:
-    """The ``AdmitDelivery`` for one JSON line; ``ValueError`` says why there is none."""
+    """The ``AdmitDelivery`` for one JSON line; ``ValueError`` says why there is none.
+
+    Refused, like the webhook refuses them: not a JSON object, a key given twice, an unknown
+    destination, and whatever admission would reject for the payload alone (each problem
+    named with its field and role, e.g. ``missing_identity_fields: decision-scope field
+    account: missing``).
+    """
     try:
-        body = orjson.loads(line)
+        body = parse_json_object(line)
     except orjson.JSONDecodeError as e:
         raise ValueError(f"not JSON ({e})") from e
+    except DuplicateKey as e:
+        raise ValueError(
+            f"{e.path}: given more than once (JSON parsers disagree on which value counts)"
+        ) from e
+    except TooDeep as e:
+        raise ValueError(str(e)) from e
     if not isinstance(body, dict):
         raise ValueError("not a JSON object")
     subscription = body.pop("subscription", None)
@@ -219,6 +256,9 @@ def _delivery_from_line(table: WorkflowTable, line: str) -> AdmitDelivery:
         raise ValueError(f'"environment" must be one of {", ".join(ENVIRONMENTS)}')
     if not isinstance(delivery_id, str):
         raise ValueError('"delivery_id" must be a string')
+    bad_id = bad_delivery_id(delivery_id)
+    if bad_id is not None:
+        raise ValueError(bad_id)
     workflow = table.lookup(subscription, environment)
     if workflow is None:
         raise ValueError(
@@ -233,13 +273,9 @@ def _delivery_from_line(table: WorkflowTable, line: str) -> AdmitDelivery:
             received_at_ms=wall_clock_ms(),
             channel="publish",
         )
-    except IdentityError as e:
-        parts = []
-        if e.missing:
-            parts.append("missing " + ", ".join(e.missing))
-        if e.invalid:
-            parts.append("invalid " + ", ".join(e.invalid))
-        raise ValueError("; ".join(parts) or str(e)) from e
+    except DeliveryRefused as e:
+        problems = "; ".join(p.describe() for p in e.problems) or e.describe()
+        raise ValueError(f"{e.reason}: {problems}") from e
 
 
 def cmd_processor(args: argparse.Namespace) -> int:

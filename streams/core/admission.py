@@ -17,25 +17,36 @@ Guarantees
   immutable content or source time; the original run is untouched).
 * **Frozen context.** A run keeps the workflow revision, slots, payload, source time and
   deadline it was admitted with; a redeploy between retries never creates a new run.
-* **Explicit horizon.** A first delivery whose source time is older than ``now - retention``
-  is ``DeliveryRejected(beyond_horizon)``. The record is evicted no earlier than
-  ``source time + retention + EVICTION_MARGIN_MS`` and only once every branch slot of every
-  run has finished, so a copy arriving after eviction is already beyond the horizon.
+* **Explicit horizon.** A first delivery whose source time is older than ``now`` minus the
+  smallest retention in effect since its source time
+  (:func:`streams.core.retention.smallest_retention`) is
+  ``DeliveryRejected(beyond_horizon)``. The record is evicted no earlier than
+  ``source time + retention + EVICTION_MARGIN_MS`` (the retention it was admitted under) and
+  only once every branch slot of every run has finished, so a copy arriving after eviction
+  is already beyond the horizon, whatever retention was applied in between.
+* **No self-extended validity.** A first delivery whose source time is later than
+  ``now + clock_uncertainty`` is ``DeliveryRejected(source_time_in_future)``: a sender
+  cannot push its own deadline out.
+* **Bounded state.** Payloads over :data:`~streams.core.limits.MAX_PAYLOAD_BYTES` are
+  ``payload_too_large``, reruns beyond :data:`~streams.core.limits.MAX_RERUNS` are
+  ``rerun_limit``, and together with the other limits of :mod:`streams.core.limits` no
+  state can grow past :data:`~streams.core.limits.MAX_STATE_BYTES`.
 * **Idempotent branch reports.** A report for a finished slot, an unknown run or slot, or an
   attempt that was never launched produces no events; a repeated message never counts twice.
   A finishing report from an older attempt still finishes the slot (the work was done).
 * **Missing-slot recovery.** A slot with no result by its timeout is relaunched under the same
-  run (next attempt) until ``DEFAULT_BRANCH_ATTEMPTS`` launches were made, then failed by the
-  processor. Finished slots are never relaunched.
+  run (next attempt) until the run's ``branch_attempts`` launches were made (the workflow's,
+  frozen at admission), then failed by the processor. Finished slots are never relaunched.
 * **Loud corruption.** :func:`evolve` raises :class:`~streams.core.errors.IllegalTransition` or
   :class:`~streams.core.errors.InconsistentHistory` for an event :func:`decide` could not
   have produced from that state.
 
-Rejection reasons (``DeliveryRejected.reason``): ``unknown_subscription``,
-``missing_identity_fields``, ``invalid_field``, ``identity_mismatch`` (the workflow's identity
-definition changed between ingest and admission: republish the delivery) and
-``beyond_horizon``. Rerun rejection reasons: ``unknown_run``, ``duplicate_request``,
-``missing_reason``.
+Rejection reasons (``DeliveryRejected.reason``, :mod:`streams.core.reasons`):
+``unknown_subscription``, ``payload_too_large``, ``missing_identity_fields``,
+``invalid_field``, ``identity_mismatch`` (the delivery was keyed under another identity than
+the processor derives: republish it), ``source_time_in_future`` and ``beyond_horizon``, judged
+in that order. Rerun rejection reasons: ``unknown_run``, ``duplicate_request``,
+``missing_reason``, ``invalid_request``, ``rerun_limit``.
 """
 
 from __future__ import annotations
@@ -81,6 +92,25 @@ from streams.core.lifecycle import (
     run_status_from_slots,
     transition,
 )
+from streams.core.limits import (
+    DEFAULT_CLOCK_UNCERTAINTY_MS,
+    MAX_ID_CHARS,
+    MAX_RERUN_REASON_CHARS,
+    MAX_RERUNS,
+)
+from streams.core.reasons import (
+    REJECT_BEYOND_HORIZON,
+    REJECT_IDENTITY_MISMATCH,
+    REJECT_INVALID_FIELD,
+    REJECT_UNKNOWN_SUBSCRIPTION,
+    RERUN_DUPLICATE_REQUEST,
+    RERUN_INVALID_REQUEST,
+    RERUN_LIMIT,
+    RERUN_MISSING_REASON,
+    RERUN_UNKNOWN_RUN,
+)
+from streams.core.refusals import bad_delivery_id, future_refusal, payload_refusal
+from streams.core.retention import smallest_retention
 from streams.core.workflow import (
     DEFAULT_BRANCH_ATTEMPTS,
     DEFAULT_BRANCH_TIMEOUT_MS,
@@ -113,15 +143,6 @@ copy racing the horizon is still answered by its run rather than rejected."""
 PROCESSOR_WORKER = "sluicegate-processor"
 """``worker`` of a ``BranchFailed`` written by the processor when a slot ran out of attempts."""
 
-REJECT_UNKNOWN_SUBSCRIPTION = "unknown_subscription"
-REJECT_MISSING_FIELDS = "missing_identity_fields"
-REJECT_INVALID_FIELD = "invalid_field"
-REJECT_IDENTITY_MISMATCH = "identity_mismatch"
-REJECT_BEYOND_HORIZON = "beyond_horizon"
-RERUN_UNKNOWN_RUN = "unknown_run"
-RERUN_DUPLICATE_REQUEST = "duplicate_request"
-RERUN_MISSING_REASON = "missing_reason"
-
 
 # --------------------------------------------------------------------------- state
 
@@ -144,6 +165,7 @@ class RunState:
     in launch order. ``branch_timeout_ms`` is taken from the run's first ``BranchLaunched``
     (``timeout_at - launched_at``). ``retention_ms`` is the horizon the run was admitted
     under, when the event carries it (``None`` otherwise: the record is then never evicted).
+    ``branch_attempts`` and ``clock_uncertainty_ms`` are frozen from ``RunAdmitted``.
     """
 
     run_id: str
@@ -170,6 +192,8 @@ class RunState:
     rerun_of: str | None
     rerun_reason: str | None
     admitted_at_ms: int
+    branch_attempts: int = DEFAULT_BRANCH_ATTEMPTS
+    clock_uncertainty_ms: int = DEFAULT_CLOCK_UNCERTAINTY_MS
 
     def slot(self, name: str) -> SlotState | None:
         """The launched slot ``name``, or ``None`` if it was never launched."""
@@ -346,14 +370,19 @@ def _decide_admit(state: OccurrenceState | None, command: Admit, now: int) -> li
             now,
         )
 
+    too_large = payload_refusal(delivery.payload_json)
+    if too_large is not None:
+        return _reject(delivery, too_large.reason, too_large.describe(), now)
+    bad_id = bad_delivery_id(delivery.delivery_id)
+    if bad_id is not None:
+        return _reject(delivery, REJECT_INVALID_FIELD, bad_id, now)
     payload = _load_object(delivery.payload_json)
     if payload is None:
         return _reject(delivery, REJECT_INVALID_FIELD, "payload_json is not a JSON object", now)
     try:
         occurrence = identify(workflow, payload)
     except IdentityError as exc:
-        reason = REJECT_MISSING_FIELDS if exc.missing else REJECT_INVALID_FIELD
-        return _reject(delivery, reason, exc.describe(), now)
+        return _reject(delivery, exc.reason, exc.describe(), now)
 
     if occurrence.admission_key != delivery.admission_key:
         return _reject(
@@ -369,13 +398,17 @@ def _decide_admit(state: OccurrenceState | None, command: Admit, now: int) -> li
     if state is not None:
         return _decide_copy(state, delivery, workflow, payload, now)
 
-    horizon = now - workflow.retention_ms
-    if occurrence.source_time_ms < horizon:
+    in_future = future_refusal(workflow, occurrence, now)
+    if in_future is not None:
+        return _reject(delivery, in_future.reason, in_future.describe(), now)
+    retention = smallest_retention(workflow, occurrence.source_time_ms, now)
+    if occurrence.source_time_ms < now - retention:
+        changed = "" if retention == workflow.retention_ms else " (the smallest in effect since)"
         return _reject(
             delivery,
             REJECT_BEYOND_HORIZON,
             f"source time {format_time(occurrence.source_time_ms)} is older than the "
-            f"retention horizon ({format_duration(workflow.retention_ms)} before "
+            f"retention horizon ({format_duration(retention)}{changed} before "
             f"{format_time(now)}); admission records are not kept that long, so this copy "
             "cannot be matched to a run and gets none",
             now,
@@ -394,6 +427,7 @@ def _decide_admit(state: OccurrenceState | None, command: Admit, now: int) -> li
         expires_at_ms=occurrence.expires_at_ms,
         validity_source_time=workflow.validity_source_time,
         validity_window_ms=workflow.validity_window_ms,
+        clock_uncertainty_ms=workflow.clock_uncertainty_ms,
         slots=workflow.slots,
         scope_key=occurrence.scope_key,
         sequence=occurrence.sequence,
@@ -474,6 +508,11 @@ def _decide_rerun(state: OccurrenceState | None, command: Rerun, now: int) -> li
         return rejected(RERUN_DUPLICATE_REQUEST)
     if not request.reason.strip():
         return rejected(RERUN_MISSING_REASON)
+    # Bounded so that a state can never outgrow a Kafka message (streams.core.limits).
+    if len(request.reason) > MAX_RERUN_REASON_CHARS or len(request.request_id) > MAX_ID_CHARS:
+        return rejected(RERUN_INVALID_REQUEST)
+    if len(state.runs) - 1 >= MAX_RERUNS:
+        return rejected(RERUN_LIMIT)
 
     original = state.original
     workflow = command.workflow
@@ -496,6 +535,7 @@ def _decide_rerun(state: OccurrenceState | None, command: Rerun, now: int) -> li
         expires_at_ms=original.expires_at_ms,
         validity_source_time=original.validity_source_time,
         validity_window_ms=original.validity_window_ms,
+        clock_uncertainty_ms=original.clock_uncertainty_ms,
         slots=workflow.slots if workflow is not None else original.slot_names,
         scope_key=original.scope_key,
         sequence=original.sequence,
@@ -577,7 +617,7 @@ def _decide_timers(state: OccurrenceState | None, now: int) -> list[AdmissionEve
 def _expire_slot(
     key: str, run: RunState, slot: SlotState, timeout: int, now: int
 ) -> AdmissionEvent:
-    if slot.attempt < DEFAULT_BRANCH_ATTEMPTS:
+    if slot.attempt < run.branch_attempts:
         return BranchRelaunched(
             run_id=run.run_id,
             admission_key=key,
@@ -644,6 +684,7 @@ def _run_admitted(
     expires_at_ms: int,
     validity_source_time: str,
     validity_window_ms: int,
+    clock_uncertainty_ms: int,
     slots: tuple[str, ...],
     scope_key: str | None,
     sequence: str | None,
@@ -654,14 +695,17 @@ def _run_admitted(
     now: int,
     frozen: RunState | None = None,
 ) -> RunAdmitted:
-    """Build RunAdmitted; revision and retention come from ``workflow``, else ``frozen``."""
+    """Build RunAdmitted; revision, retention and attempts come from ``workflow``, else
+    ``frozen``."""
     retention: int | None
     if workflow is not None:
         revision, retention = workflow.revision, workflow.retention_ms
         subscription, environment = workflow.subscription, workflow.environment
+        attempts = workflow.branch_attempts
     elif frozen is not None:
         revision, retention = frozen.workflow_revision, frozen.retention_ms
         subscription, environment = frozen.subscription, frozen.environment
+        attempts = frozen.branch_attempts
     else:  # pragma: no cover - callers always pass one of the two
         raise InconsistentHistory(f"{admission_key}: no workflow to admit under")
     return RunAdmitted(
@@ -687,6 +731,8 @@ def _run_admitted(
         rerun_reason=rerun_reason,
         admitted_at_ms=now,
         retention_ms=retention,
+        branch_attempts=attempts,
+        clock_uncertainty_ms=clock_uncertainty_ms,
     )
 
 
@@ -853,6 +899,8 @@ def _evolve_admitted(state: OccurrenceState | None, event: RunAdmitted) -> Occur
         rerun_of=event.rerun_of,
         rerun_reason=event.rerun_reason,
         admitted_at_ms=event.admitted_at_ms,
+        branch_attempts=event.branch_attempts,
+        clock_uncertainty_ms=event.clock_uncertainty_ms,
     )
     runs = (run,) if state is None else (*state.runs, run)
     return OccurrenceState(event.admission_key, runs, _evict_at(runs))

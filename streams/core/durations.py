@@ -14,8 +14,15 @@ Accepted forms:
   milliseconds as an ``int`` or a string of digits;
 * candle intervals (:func:`parse_interval`): ``<digits><unit>`` with unit ``s``, ``m``, ``h``,
   ``d`` or ``w`` (``1m``, ``5m``, ``15m``, ``1h``, ``4h``, ``1d``, ``1w``), plus TradingView's
-  ``{{interval}}`` forms (bare digits are minutes, ``D``/``1D`` a day, ``W``/``1W`` a week).
-  Months are refused: their length varies, so "candle open + interval" would be ambiguous.
+  ``{{interval}}`` forms (bare digits are minutes; ``S``/``1S`` a second,
+  ``D``/``1D`` a day, ``W``/``1W`` a week). Months are refused: their length varies, so
+  "candle open + interval" would be ambiguous. :func:`format_interval` gives the one canonical
+  spelling of an interval (``"60"``, ``"60m"`` and ``"1h"`` are all ``"1h"``).
+
+Source times (the instants deadlines and timers are computed from) must lie in
+``[MIN_SOURCE_TIME_MS, MAX_SOURCE_TIME_MS)`` (2000-01-01 to 2200-01-01): anything outside is a
+unit mistake or a sender extending its own validity, and the bound keeps every due time the
+engine schedules within its 13-digit timer keys (year 2286).
 
 Every parser raises :class:`~streams.core.errors.InvalidValue` with a message that quotes the
 value and names the accepted forms.
@@ -45,6 +52,11 @@ MAX_EPOCH_MS = 253_402_300_799_999
 MAX_INTERVAL_MS = 366 * MS_PER_DAY
 """Longest accepted candle interval; anything longer is a unit mistake, not a candle."""
 
+MIN_SOURCE_TIME_MS = 946_684_800_000
+"""2000-01-01T00:00:00Z: the earliest accepted source time."""
+MAX_SOURCE_TIME_MS = 7_258_118_400_000
+"""2200-01-01T00:00:00Z: source times must be earlier (see the module docstring)."""
+
 _DURATION_UNITS = {
     "ms": 1,
     "s": MS_PER_SECOND,
@@ -54,6 +66,7 @@ _DURATION_UNITS = {
 }
 # Largest unit first, so format_duration picks the most readable exact form.
 _FORMAT_UNITS = (("d", MS_PER_DAY), ("h", MS_PER_HOUR), ("m", MS_PER_MINUTE), ("s", MS_PER_SECOND))
+_INTERVAL_FORMAT_UNITS = (("w", MS_PER_WEEK), *_FORMAT_UNITS)
 _INTERVAL_UNITS = {
     "s": MS_PER_SECOND,
     "m": MS_PER_MINUTE,
@@ -63,9 +76,10 @@ _INTERVAL_UNITS = {
 }
 
 _DURATION_RE = re.compile(r"([0-9]{1,15})(ms|s|m|h|d)")
-_INTERVAL_RE = re.compile(r"([0-9]{1,6})(s|m|h|d|w)")
+_INTERVAL_RE = re.compile(r"([0-9]{1,8})(s|m|h|d|w)")
 _MINUTES_RE = re.compile(r"[0-9]{1,6}")
-_TV_INTERVAL_RE = re.compile(r"([0-9]{0,6})([DW])")
+_TV_INTERVAL_RE = re.compile(r"([0-9]{0,6})([SDW])")
+_TV_UNITS = {"S": MS_PER_SECOND, "D": MS_PER_DAY, "W": MS_PER_WEEK}
 _EPOCH_MS_RE = re.compile(r"[0-9]{1,15}")
 _RFC3339_RE = re.compile(
     r"([0-9]{4})-([0-9]{2})-([0-9]{2})[Tt ]([0-9]{2}):([0-9]{2}):([0-9]{2})(?:\.([0-9]{1,9}))?"
@@ -182,12 +196,13 @@ def parse_interval(value: object) -> int:
     """Return a candle interval in milliseconds (``"1m"`` -> ``60000``; ``"1w"`` -> a week).
 
     Also accepts TradingView's interval strings: bare digits are minutes (``"60"`` -> 1h),
-    ``"D"``/``"1D"`` days and ``"W"``/``"1W"`` weeks. Zero, months and intervals longer than
-    366 days are refused.
+    ``"S"``/``"1S"`` seconds, ``"D"``/``"1D"`` days and ``"W"``/``"1W"`` weeks. Only strings:
+    a JSON number is refused (``60`` could be seconds or minutes). Zero, months and intervals
+    longer than 366 days are refused.
     """
+    ms: int | None = None
     if isinstance(value, str):
         text = value.strip()
-        ms: int | None = None
         match = _INTERVAL_RE.fullmatch(text)
         if match is not None:
             ms = int(match.group(1)) * _INTERVAL_UNITS[match.group(2)]
@@ -196,8 +211,28 @@ def parse_interval(value: object) -> int:
         else:
             tv = _TV_INTERVAL_RE.fullmatch(text)
             if tv is not None:
-                count = int(tv.group(1) or "1")
-                ms = count * (MS_PER_DAY if tv.group(2) == "D" else MS_PER_WEEK)
-        if ms is not None and 0 < ms <= MAX_INTERVAL_MS:
-            return ms
+                ms = int(tv.group(1) or "1") * _TV_UNITS[tv.group(2)]
+    if ms is not None and 0 < ms <= MAX_INTERVAL_MS:
+        return ms
     raise InvalidValue(f"{_quote(value)} is not a candle interval ({INTERVAL_FORMS})")
+
+
+def format_interval(ms: int) -> str:
+    """The canonical spelling of an interval: its largest exact unit (``3600000`` -> ``"1h"``).
+
+    ``parse_interval(format_interval(ms)) == ms`` for every interval ``parse_interval``
+    accepts; ``86400000`` is ``"1d"`` and ``604800000`` is ``"1w"``.
+    """
+    for unit, size in _INTERVAL_FORMAT_UNITS:
+        if ms and ms % size == 0:
+            return f"{ms // size}{unit}"
+    return f"{ms}ms"
+
+
+def check_source_time(ms: int) -> str | None:
+    """Why ``ms`` is not an acceptable source time, or ``None`` when it is."""
+    if ms < MIN_SOURCE_TIME_MS:
+        return f"is {format_time(ms)}, before {format_time(MIN_SOURCE_TIME_MS)}"
+    if ms >= MAX_SOURCE_TIME_MS:
+        return f"is {format_time(ms)}, not before {format_time(MAX_SOURCE_TIME_MS)}"
+    return None

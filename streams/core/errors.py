@@ -6,14 +6,20 @@ says in its docstring what an operator should do about it.
 
 The admission decisions themselves (:func:`streams.core.admission.decide`) do not raise for
 bad *deliveries*: a delivery that cannot be admitted becomes a ``DeliveryRejected`` event.
-Exceptions are reserved for bad configuration (:class:`WorkflowFileError`), values handed to
-the parsing helpers (:class:`InvalidValue`), and histories that contradict themselves
-(:class:`IllegalTransition`, :class:`InconsistentHistory`, :class:`StateFormatError`).
+Exceptions are reserved for bad configuration (:class:`WorkflowFileError`,
+:class:`IdentityChanged`), values handed to the parsing helpers (:class:`InvalidValue`), the
+front doors' early refusals (:class:`DeliveryRefused`, :class:`IdentityError`), and histories
+that contradict themselves (:class:`IllegalTransition`, :class:`InconsistentHistory`,
+:class:`StateFormatError`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
+from enum import StrEnum
+
+from streams.core.reasons import REJECT_INVALID_FIELD, REJECT_MISSING_FIELDS
 
 
 class CoreError(Exception):
@@ -97,34 +103,159 @@ class WorkflowFileError(CoreError):
         super().__init__(f"workflow file has {count} {noun}:\n{listing}")
 
 
-class IdentityError(CoreError):
-    """A delivery's occurrence identity (or its deadline, scope or content) cannot be derived.
+class IdentityChanged(CoreError):
+    """A new definition would change a destination's occurrence identity; nothing was revised.
 
-    ``missing`` names required fields that are absent or empty; ``invalid`` names fields whose
-    value cannot be read (e.g. a candle time that is not RFC 3339 or epoch milliseconds);
-    ``details`` says what is wrong with each invalid field. The sender must fix its payload:
-    Sluicegate never guesses an identity, because a guessed identity either merges distinct
-    signals or splits one signal into several runs.
+    The identity (``[workflow.identity]``, and whatever changes how an identity field is read)
+    is fixed once applied: under another identity, copies of occurrences already admitted
+    would become new occurrences, and deliveries keyed under the old one would be rejected as
+    ``identity_mismatch``. ``fields`` names the settings that would change
+    (``identity.derived``, ``identity.event_id``, ``identity.case_sensitive``,
+    ``validity.source_time``). A new identity is a new subscription: apply the definition
+    under another subscription name.
     """
 
-    def __init__(
-        self,
-        missing: Iterable[str] = (),
-        invalid: Iterable[str] = (),
-        details: Iterable[str] = (),
-    ) -> None:
-        self.missing: tuple[str, ...] = tuple(missing)
-        self.invalid: tuple[str, ...] = tuple(invalid)
-        self.details: tuple[str, ...] = tuple(details)
+    def __init__(self, destination: str, changes: Iterable[tuple[str, str]]) -> None:
+        listed = list(changes)
+        self.destination = destination
+        self.fields: tuple[str, ...] = tuple(dict.fromkeys(setting for setting, _ in listed))
+        self.changes: tuple[str, ...] = tuple(f"{setting}: {what}" for setting, what in listed)
+        super().__init__(
+            f"{destination}: the occurrence identity is fixed once applied, and this would "
+            f"change it ({'; '.join(self.changes)}). Copies of admitted occurrences would "
+            "become new runs and deliveries in flight would be rejected; a new identity is a "
+            "new subscription: apply it under another subscription name"
+        )
+
+
+class FieldRole(StrEnum):
+    """What the workflow reads a payload field for (the values are the strings shown)."""
+
+    IDENTITY = "identity"
+    SOURCE_TIME = "source_time"
+    SCOPE = "scope"
+    SEQUENCE = "sequence"
+    IMMUTABLE = "immutable"
+    SOURCE = "source"
+    PAYLOAD = "payload"
+
+
+_LABEL = {
+    FieldRole.IDENTITY: "identity field",
+    FieldRole.SOURCE_TIME: "source-time field",
+    FieldRole.SCOPE: "decision-scope field",
+    FieldRole.SEQUENCE: "scope sequence field",
+    FieldRole.IMMUTABLE: "immutable field",
+    FieldRole.SOURCE: "source field",
+    FieldRole.PAYLOAD: "payload",
+}
+_NEEDED_FOR = {
+    FieldRole.IDENTITY: "to identify the occurrence",
+    FieldRole.SOURCE_TIME: "for the source time its deadline is computed from",
+    FieldRole.SCOPE: "for its decision scope",
+    FieldRole.SEQUENCE: "to order signals within the decision scope",
+    FieldRole.IMMUTABLE: "as immutable content",
+    FieldRole.SOURCE: "to name the sender of the occurrence (identity is per source)",
+    FieldRole.PAYLOAD: "",
+}
+
+
+@dataclass(frozen=True)
+class FieldProblem:
+    """One field a delivery cannot be admitted with: which, what it is for, what is wrong.
+
+    ``missing`` is true for an absent (or blank) required field; ``message`` then is just
+    ``"missing"``. Front doors render these; :meth:`describe` is the log/detail form.
+    """
+
+    field: str
+    role: FieldRole
+    message: str
+    missing: bool = False
+
+    @property
+    def label(self) -> str:
+        """``"decision-scope field"`` and the like."""
+        return _LABEL[self.role]
+
+    def explain(self) -> str:
+        """For the sender: ``missing: the workflow needs this field for its decision scope``."""
+        if self.missing:
+            return f"missing: the workflow needs this field {_NEEDED_FOR[self.role]}"
+        return f"{self.message} ({self.label})"
+
+    def describe(self) -> str:
+        """For logs: ``decision-scope field account: missing``."""
+        if self.role is FieldRole.PAYLOAD:
+            return f"{self.field}: {self.message}"
+        return f"{self.label} {self.field}: {self.message}"
+
+
+class DeliveryRefused(CoreError):
+    """A delivery that cannot become a run: ``reason`` (a ``DeliveryRejected`` reason) and
+    the ``problems``, each naming its field and role.
+
+    Raised by the front doors' pure checks (:func:`streams.deliveries.build_delivery`) so
+    that they refuse, and produce nothing for, what admission would reject; the processor
+    turns the same findings into ``DeliveryRejected`` events. The sender must fix the
+    payload (or its clock).
+    """
+
+    def __init__(self, reason: str, problems: Iterable[FieldProblem], detail: str = "") -> None:
+        self.reason = reason
+        self.problems: tuple[FieldProblem, ...] = tuple(problems)
+        self.detail = detail or "; ".join(p.describe() for p in self.problems) or reason
         super().__init__(self.describe())
 
     def describe(self) -> str:
-        """One line for ``DeliveryRejected.detail``: the missing and invalid fields."""
-        parts: list[str] = []
-        if self.missing:
-            parts.append("missing fields: " + ", ".join(self.missing))
-        if self.details:
-            parts.append("invalid fields: " + "; ".join(self.details))
-        elif self.invalid:
-            parts.append("invalid fields: " + ", ".join(self.invalid))
-        return "; ".join(parts) if parts else "identity could not be derived"
+        """One line for logs and ``DeliveryRejected.detail``."""
+        return self.detail
+
+
+class IdentityError(DeliveryRefused):
+    """A delivery's identity, source time, scope, sequence or content cannot be read.
+
+    ``problems`` lists *every* missing and invalid field with its role (the reader never
+    stops at the first). The reason is ``missing_identity_fields`` when any required field
+    is absent, else ``invalid_field``. The sender must fix its payload: Sluicegate never
+    guesses an identity, because a guessed identity either merges distinct signals or splits
+    one signal into several runs.
+    """
+
+    def __init__(self, problems: Iterable[FieldProblem]) -> None:
+        listed = tuple(problems)
+        missing = any(p.missing for p in listed)
+        super().__init__(
+            REJECT_MISSING_FIELDS if missing else REJECT_INVALID_FIELD, listed, _describe(listed)
+        )
+
+    @property
+    def missing(self) -> tuple[str, ...]:
+        """Names of the required fields that are absent or blank, in reading order."""
+        return tuple(p.field for p in self.problems if p.missing)
+
+    @property
+    def invalid(self) -> tuple[str, ...]:
+        """Names of the fields whose value cannot be read, in reading order."""
+        return tuple(p.field for p in self.problems if not p.missing)
+
+
+def _describe(problems: tuple[FieldProblem, ...]) -> str:
+    """``missing fields: venue, account (account: decision-scope field); invalid fields: ...``."""
+    parts: list[str] = []
+    missing = [p for p in problems if p.missing]
+    invalid = [p for p in problems if not p.missing]
+    if missing:
+        text = "missing fields: " + ", ".join(p.field for p in missing)
+        others = [f"{p.field}: {p.label}" for p in missing if p.role is not FieldRole.IDENTITY]
+        parts.append(text + (f" ({', '.join(others)})" if others else ""))
+    if invalid:
+        parts.append(
+            "invalid fields: "
+            + "; ".join(
+                f"{p.field}: {p.message}"
+                + ("" if p.role is FieldRole.IDENTITY else f" [{p.label}]")
+                for p in invalid
+            )
+        )
+    return "; ".join(parts) if parts else "identity could not be derived"

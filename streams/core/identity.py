@@ -10,7 +10,15 @@ Canonical values
 Every field value is reduced to one canonical string before it is compared or hashed:
 
 * absent keys, ``null`` and blank strings are *missing*;
-* strings are stripped of surrounding whitespace (case is kept: venues differ on it);
+* strings are stripped of surrounding whitespace; a string with a control character inside
+  (U+0000-U+001F, U+007F-U+009F: NUL, escape sequences, ...) is *invalid* in every role, and
+  an identity, scope, sequence or ``source`` value longer than
+  :data:`~streams.core.limits.MAX_FIELD_CHARS` characters is invalid too;
+* venue fields (``venue``, ``exchange``) are folded to lower case and instrument fields
+  (``instrument``, ``symbol``, ``ticker``) to upper case, unless the workflow lists them in
+  ``identity.case_sensitive``; other strings keep their case;
+* the ``interval`` field is written in its one canonical spelling (``1``, ``1m`` and ``60s``
+  are ``1m``; ``60`` and ``1h`` are ``1h``; ``D`` and ``1d`` are ``1d``);
 * numbers, and strings that are plain decimal numbers, are rendered as a normalized decimal:
   ``97000.50``, ``"97000.50"`` and ``97000.5`` all become ``"97000.5"``; ``"1e3"`` becomes
   ``"1000"``. Strings with leading zeros (``"007"``) are identifiers, not numbers, and are
@@ -19,11 +27,17 @@ Every field value is reduced to one canonical string before it is compared or ha
 * *time fields* become decimal epoch milliseconds, so an RFC 3339 copy and an epoch-ms copy of
   the same candle agree. A field is a time field when its name is ``time`` or ``timestamp``,
   ends with ``_open``, ``_close``, ``_time`` or ``_at``, or is the workflow's
-  ``validity_source_time`` field;
+  ``validity_source_time`` field (:mod:`streams.core.fields` has these rules);
 * arrays and objects are refused in identity, scope and sequence fields; in immutable fields
   they are kept as canonical JSON (sorted keys).
 
-The event-id value is opaque: it is stripped but never read as a number or a time.
+The event-id value and ``source`` are opaque: stripped and checked, never read as a number, a
+time or folded. ``source`` is required: an identity is per sender. The source time must lie in
+2000-01-01 .. 2200-01-01 (:func:`streams.core.durations.check_source_time`).
+
+Every problem names its field and what the workflow reads it for
+(:class:`~streams.core.errors.FieldRole`): a field needed only for the decision scope is
+reported as a scope field, not as an identity field.
 
 Admission key
 -------------
@@ -47,6 +61,7 @@ the source time conflict, instead of the later one silently stretching the deadl
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import math
 import re
@@ -58,19 +73,20 @@ from urllib.parse import quote
 import orjson
 
 from schemas.events import WorkflowRevised
-from streams.core.durations import parse_interval, parse_time
-from streams.core.errors import IdentityError, InvalidValue
-from streams.core.workflow import CANDLE_CLOSE, CANDLE_OPEN_FIELD, INTERVAL_FIELD
+from streams.core import fields
+from streams.core.durations import check_source_time, format_interval, parse_interval, parse_time
+from streams.core.errors import FieldProblem, FieldRole, IdentityError, InvalidValue
+from streams.core.fields import CANDLE_CLOSE, CANDLE_OPEN_FIELD, INTERVAL_FIELD, Kind
+from streams.core.limits import MAX_FIELD_CHARS
 
-UNKNOWN_SOURCE = "unknown"
-"""``source`` used when the payload has none."""
+SOURCE_FIELD = "source"
 EVENT_ID_IDENTITY = "event_id"
 """Name under which an event-id identity appears in ``Occurrence.identity_fields``."""
 SOURCE_TIME = "source_time"
 """Name reported in ``differing_fields`` when copies disagree about the source time."""
 
-TIME_FIELD_SUFFIXES = ("_open", "_close", "_time", "_at")
-TIME_FIELD_NAMES = frozenset({"time", "timestamp"})
+TIME_FIELD_SUFFIXES = fields.TIME_FIELD_SUFFIXES
+TIME_FIELD_NAMES = fields.TIME_FIELD_NAMES
 
 # A plain decimal: no leading zeros (so identifiers such as "007" stay strings), optional
 # fraction and exponent. At most 100 characters so normalizing can never round.
@@ -80,6 +96,7 @@ _DECIMAL_CONTEXT = Context(prec=200)
 # Beyond this magnitude a fixed-point rendering would be huge; scientific notation is just as
 # canonical.
 _FIXED_POINT_LIMIT = 50
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
 
 
 @dataclass(frozen=True)
@@ -120,11 +137,7 @@ class ContentView:
 
 def is_time_field(name: str, workflow: WorkflowRevised) -> bool:
     """Whether ``name`` is read as an instant (see the module docstring for the rule)."""
-    return (
-        name in TIME_FIELD_NAMES
-        or name.endswith(TIME_FIELD_SUFFIXES)
-        or name == workflow.validity_source_time
-    )
+    return fields.is_time_field(name, workflow.validity_source_time)
 
 
 def canonical_number(value: Decimal) -> str:
@@ -182,24 +195,27 @@ def canonical_json(payload: Mapping[str, object]) -> str:
 def identify(workflow: WorkflowRevised, payload: Mapping[str, object]) -> Occurrence:
     """Derive the occurrence identity, deadline, scope and content of a delivered payload.
 
-    Raises :class:`~streams.core.errors.IdentityError` naming *all* missing and invalid
-    fields: identity fields (the event id when present, otherwise every derived field), the
-    source time (``candle_open`` and ``interval`` for ``candle_close``), scope and sequence
-    fields, and unreadable immutable fields (an absent immutable field is allowed and hashed
-    as null). ``expires_at_ms`` is ``source_time_ms + validity_window_ms``.
+    Raises :class:`~streams.core.errors.IdentityError` listing *all* problems, each with its
+    field and role: ``source``, identity fields (the event id when present, otherwise every
+    derived field), the source time (``candle_open`` and ``interval`` for ``candle_close``;
+    also out of range), scope and sequence fields, and unreadable immutable fields (an absent
+    immutable field is allowed and hashed as null). ``expires_at_ms`` is
+    ``source_time_ms + validity_window_ms``.
     """
     reader = _Reader(workflow, payload)
-    source = reader.source()
+    source = reader.value(SOURCE_FIELD, FieldRole.SOURCE, required=True, opaque=True) or ""
 
     event_id: str | None = None
     if workflow.identity_event_id_field is not None:
-        event_id = reader.value(workflow.identity_event_id_field, required=False, opaque=True)
+        event_id = reader.value(
+            workflow.identity_event_id_field, FieldRole.IDENTITY, required=False, opaque=True
+        )
     identity_fields: tuple[tuple[str, str], ...]
     if event_id is not None:
         identity_fields = ((EVENT_ID_IDENTITY, event_id),)
     elif workflow.identity_derived_fields:
         identity_fields = tuple(
-            (name, reader.value(name, required=True) or "")
+            (name, reader.value(name, FieldRole.IDENTITY, required=True) or "")
             for name in workflow.identity_derived_fields
         )
     else:
@@ -208,26 +224,26 @@ def identify(workflow: WorkflowRevised, payload: Mapping[str, object]) -> Occurr
         identity_fields = ()
 
     source_time_ms = reader.source_time()
-    immutable_values = tuple(
-        (name, reader.value(name, required=False, structured=True))
-        for name in workflow.immutable_fields
-    )
+    immutable_values = reader.immutable_values()
     scope_values = tuple(
-        (name, reader.value(name, required=True) or "") for name in workflow.scope_fields
+        (name, reader.value(name, FieldRole.SCOPE, required=True) or "")
+        for name in workflow.scope_fields
     )
     sequence: str | None = None
     if workflow.scope_sequence_field is not None:
-        sequence = reader.value(workflow.scope_sequence_field, required=True)
+        sequence = reader.value(workflow.scope_sequence_field, FieldRole.SEQUENCE, required=True)
 
     try:
         payload_json = canonical_json(payload)
     except TypeError:
-        reader.note_invalid("payload", "payload is not plain JSON")
+        reader.note_invalid("payload", FieldRole.PAYLOAD, "payload is not plain JSON")
         payload_json = ""
 
     reader.raise_if_any()
     if source_time_ms is None:  # unreachable: source_time() notes a problem when it fails
-        raise IdentityError(missing=(workflow.validity_source_time,))
+        raise IdentityError(
+            [FieldProblem(workflow.validity_source_time, FieldRole.SOURCE_TIME, "missing", True)]
+        )
 
     return Occurrence(
         source=source,
@@ -257,10 +273,7 @@ def content_view(workflow: WorkflowRevised, payload: Mapping[str, object]) -> Co
     payload :func:`identify` accepts, ``digest`` equals ``Occurrence.content_digest``.
     """
     reader = _Reader(workflow, payload)
-    immutable_values = tuple(
-        (name, reader.value(name, required=False, structured=True))
-        for name in workflow.immutable_fields
-    )
+    immutable_values = reader.immutable_values()
     source_time_ms = reader.source_time()
     return ContentView(
         immutable_values=immutable_values,
@@ -300,109 +313,188 @@ class _FieldProblem(Exception):
 
 
 class _Reader:
-    """Reads canonical field values from one payload, collecting every problem."""
+    """Reads canonical field values from one payload, collecting every problem.
+
+    A field is reported once, under the role it was first read for; the reading order
+    (source, identity, source time, immutable, scope, sequence) makes a field that is both
+    an identity and a scope field an identity problem, and one needed only for the scope a
+    scope problem.
+    """
 
     def __init__(self, workflow: WorkflowRevised, payload: Mapping[str, object]) -> None:
         self.workflow = workflow
         self.payload = payload
-        self.missing: list[str] = []
-        self.invalid: list[str] = []
-        self.details: list[str] = []
+        self.problems: list[FieldProblem] = []
+        self._noted: set[str] = set()
 
-    def note_missing(self, name: str) -> None:
-        if name not in self.missing and name not in self.invalid:
-            self.missing.append(name)
+    def note_missing(self, name: str, role: FieldRole = FieldRole.IDENTITY) -> None:
+        if name not in self._noted:
+            self._noted.add(name)
+            self.problems.append(FieldProblem(name, role, "missing", missing=True))
 
-    def note_invalid(self, name: str, detail: str) -> None:
-        if name not in self.missing and name not in self.invalid:
-            self.invalid.append(name)
-            self.details.append(f"{name}: {detail}")
+    def note_invalid(self, name: str, role: FieldRole, detail: str) -> None:
+        if name not in self._noted:
+            self._noted.add(name)
+            self.problems.append(FieldProblem(name, role, detail))
 
     def raise_if_any(self) -> None:
-        if self.missing or self.invalid:
-            raise IdentityError(self.missing, self.invalid, self.details)
-
-    def source(self) -> str:
-        try:
-            value = _canonical(self.payload.get("source"), time=False, opaque=True)
-        except _FieldProblem as problem:
-            if problem.missing:
-                return UNKNOWN_SOURCE
-            self.note_invalid("source", problem.detail)
-            return UNKNOWN_SOURCE
-        return value
+        if self.problems:
+            raise IdentityError(self.problems)
 
     def value(
-        self, name: str, *, required: bool, opaque: bool = False, structured: bool = False
+        self,
+        name: str,
+        role: FieldRole,
+        *,
+        required: bool,
+        opaque: bool = False,
+        structured: bool = False,
     ) -> str | None:
         """Canonical value of ``name``; ``None`` (and a noted problem) when unusable."""
-        time = not opaque and is_time_field(name, self.workflow)
+        workflow = self.workflow
+        kind = (
+            Kind.TEXT
+            if opaque
+            else fields.field_kind(
+                name, workflow.validity_source_time, workflow.identity_case_sensitive_fields
+            )
+        )
         try:
             return _canonical(
-                self.payload.get(name), time=time, opaque=opaque, structured=structured
+                self.payload.get(name),
+                kind,
+                opaque=opaque,
+                structured=structured,
+                bounded=not structured,
             )
         except _FieldProblem as problem:
             if not problem.missing:
-                self.note_invalid(name, problem.detail)
+                self.note_invalid(name, role, problem.detail)
             elif required:
-                self.note_missing(name)
+                self.note_missing(name, role)
             return None
+
+    def immutable_values(self) -> tuple[tuple[str, str | None], ...]:
+        return tuple(
+            (name, self.value(name, FieldRole.IMMUTABLE, required=False, structured=True))
+            for name in self.workflow.immutable_fields
+        )
 
     def source_time(self) -> int | None:
         field = self.workflow.validity_source_time
+        role = FieldRole.SOURCE_TIME
         if field == CANDLE_CLOSE:
-            open_value = self.value(CANDLE_OPEN_FIELD, required=True)
+            open_value = self.value(CANDLE_OPEN_FIELD, role, required=True)
             interval_ms = self._interval()
             if open_value is None or interval_ms is None:
                 return None
-            return int(open_value) + interval_ms
-        value = self.value(field, required=True)
-        return None if value is None else int(value)
+            ms, named = int(open_value) + interval_ms, CANDLE_OPEN_FIELD
+        else:
+            value = self.value(field, role, required=True)
+            if value is None:
+                return None
+            ms, named = int(value), field
+        wrong = check_source_time(ms)
+        if wrong is not None:
+            what = "the candle close (candle_open + interval)" if field == CANDLE_CLOSE else "it"
+            self.note_invalid(named, role, f"gives a source time out of range: {what} {wrong}")
+            return None
+        return ms
 
     def _interval(self) -> int | None:
         raw = self.payload.get(INTERVAL_FIELD)
         if raw is None or (isinstance(raw, str) and not raw.strip()):
-            self.note_missing(INTERVAL_FIELD)
+            self.note_missing(INTERVAL_FIELD, FieldRole.SOURCE_TIME)
             return None
         try:
             return parse_interval(raw)
         except InvalidValue as exc:
-            self.note_invalid(INTERVAL_FIELD, str(exc))
+            self.note_invalid(INTERVAL_FIELD, FieldRole.SOURCE_TIME, str(exc))
             return None
 
 
-def _canonical(value: object, *, time: bool, opaque: bool = False, structured: bool = False) -> str:
+def _canonical(value: object, kind: Kind, *, opaque: bool, structured: bool, bounded: bool) -> str:
     """Canonical string of one field value, or raise _FieldProblem (missing or invalid)."""
     if value is None:
         raise _FieldProblem(missing=True)
-    if isinstance(value, str) and not value.strip():
-        raise _FieldProblem(missing=True)
-    if time:
-        try:
-            return str(parse_time(value))
-        except InvalidValue as exc:
-            raise _FieldProblem(missing=False, detail=str(exc)) from exc
-    if isinstance(value, bool):
-        return "true" if value else "false"
     if isinstance(value, str):
         text = value.strip()
-        if not opaque and len(text) <= _DECIMAL_MAX_LEN and _DECIMAL_RE.fullmatch(text):
-            try:
-                return canonical_number(Decimal(text))
-            except (InvalidOperation, ArithmeticError):
-                return text
-        return text
-    if isinstance(value, int):
-        return canonical_number(Decimal(value))
-    if isinstance(value, float):
+        if not text:
+            raise _FieldProblem(missing=True)
+        control = _CONTROL.search(text)
+        if control is not None:
+            raise _FieldProblem(missing=False, detail=_control_detail(control.group()))
+        result = _canonical_text(text, kind, opaque)
+    elif kind is Kind.TIME:
+        result = _time(value)
+    elif isinstance(value, bool):
+        result = "true" if value else "false"
+    elif isinstance(value, int):
+        result = canonical_number(Decimal(value))
+    elif isinstance(value, float):
         if not math.isfinite(value):
             raise _FieldProblem(missing=False, detail="is not a finite number")
-        return canonical_number(Decimal(repr(value)))
-    if structured and isinstance(value, list | dict):
+        result = canonical_number(Decimal(repr(value)))
+    elif structured and isinstance(value, list | dict):
+        _check_nested(value)
         try:
-            return orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode()
+            result = orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode()
         except TypeError as exc:
             raise _FieldProblem(missing=False, detail="is not plain JSON") from exc
-    raise _FieldProblem(
-        missing=False, detail=f"must be a string or number, got {type(value).__name__}"
-    )
+    else:
+        raise _FieldProblem(
+            missing=False, detail=f"must be a string or number, got {type(value).__name__}"
+        )
+    if bounded and len(result) > MAX_FIELD_CHARS:
+        raise _FieldProblem(
+            missing=False,
+            detail=f"is {len(result)} characters long; at most {MAX_FIELD_CHARS} are allowed",
+        )
+    return result
+
+
+def _canonical_text(text: str, kind: Kind, opaque: bool) -> str:
+    if kind is Kind.TIME:
+        return _time(text)
+    if opaque:
+        return text
+    if kind is Kind.INTERVAL:
+        try:
+            return format_interval(parse_interval(text))
+        except InvalidValue:
+            return text  # not an interval: kept as written, cannot equal a canonical one
+    if len(text) <= _DECIMAL_MAX_LEN and _DECIMAL_RE.fullmatch(text):
+        with contextlib.suppress(InvalidOperation, ArithmeticError):
+            text = canonical_number(Decimal(text))
+    if kind is Kind.LOWER:
+        return text.lower()
+    if kind is Kind.UPPER:
+        return text.upper()
+    return text
+
+
+def _time(value: object) -> str:
+    try:
+        return str(parse_time(value))
+    except InvalidValue as exc:
+        raise _FieldProblem(missing=False, detail=str(exc)) from exc
+
+
+def _control_detail(char: str) -> str:
+    return f"contains a control character (U+{ord(char):04X})"
+
+
+def _check_nested(value: object) -> None:
+    """Refuse control characters anywhere in a structured value (keys included)."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            control = _CONTROL.search(item)
+            if control is not None:
+                raise _FieldProblem(missing=False, detail=_control_detail(control.group()))
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)

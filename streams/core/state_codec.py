@@ -1,10 +1,16 @@
 """Bytes for the admission state store and its changelog topic.
 
-Format (version 1): an orjson array ``[1, admission_key, evict_at_ms, [run, ...]]`` where each
+Format (version 2): an orjson array ``[2, admission_key, evict_at_ms, [run, ...]]`` where each
 run is a positional array in :class:`~streams.core.admission.RunState` field order with the
 status as its string value and ``slots`` as ``[[slot, status, attempt, timeout_at_ms], ...]``.
+In every run after the first (the reruns), ``payload_json``, ``scope_key`` and ``sequence``
+are ``null`` when equal to the first run's (they always are: a rerun reruns the occurrence)
+and ``[value]`` otherwise, so a state holds the payload once however many reruns it has.
 Positional arrays rather than objects keep the record small and the codec fast: it runs for
 every record the processor handles.
+
+Version 1 (written before 0.2.0) is the same without that sharing and without the last two
+run fields (``branch_attempts``, ``clock_uncertainty_ms``); it decodes with 3 and 250 ms.
 
 :func:`decode_state` raises :class:`~streams.core.errors.UnsupportedStateVersion` for any
 version other than :data:`STATE_FORMAT_VERSION` and
@@ -16,11 +22,14 @@ from __future__ import annotations
 
 import orjson
 
-from streams.core.admission import OccurrenceState, RunState, SlotState
+from streams.core.admission import DEFAULT_BRANCH_ATTEMPTS, OccurrenceState, RunState, SlotState
 from streams.core.errors import StateFormatError, UnsupportedStateVersion
 from streams.core.lifecycle import BranchStatus, RunStatus
+from streams.core.limits import DEFAULT_CLOCK_UNCERTAINTY_MS
 
-STATE_FORMAT_VERSION = 1
+STATE_FORMAT_VERSION = 2
+_VERSIONS = (1, 2)
+_V1_RUN_FIELDS = 24
 
 
 def encode_state(state: OccurrenceState) -> bytes:
@@ -30,12 +39,23 @@ def encode_state(state: OccurrenceState) -> bytes:
             STATE_FORMAT_VERSION,
             state.admission_key,
             state.evict_at_ms,
-            [_encode_run(run) for run in state.runs],
+            [_encode_run(run, state.runs[0] if i else None) for i, run in enumerate(state.runs)],
         ]
     )
 
 
-def _encode_run(run: RunState) -> list[object]:
+def _shared(value: str | None, original: str | None) -> list[str | None] | None:
+    return None if value == original else [value]
+
+
+def _encode_run(run: RunState, original: RunState | None) -> list[object]:
+    payload: object = run.payload_json
+    scope_key: object = run.scope_key
+    sequence: object = run.sequence
+    if original is not None:
+        payload = _shared(run.payload_json, original.payload_json)
+        scope_key = _shared(run.scope_key, original.scope_key)
+        sequence = _shared(run.sequence, original.sequence)
     return [
         run.run_id,
         run.rerun_number,
@@ -51,9 +71,9 @@ def _encode_run(run: RunState) -> list[object]:
         run.expires_at_ms,
         run.validity_source_time,
         run.validity_window_ms,
-        run.scope_key,
-        run.sequence,
-        run.payload_json,
+        scope_key,
+        sequence,
+        payload,
         run.slot_names,
         [[s.slot, s.status.value, s.attempt, s.timeout_at_ms] for s in run.slots],
         run.branch_timeout_ms,
@@ -61,6 +81,8 @@ def _encode_run(run: RunState) -> list[object]:
         run.rerun_of,
         run.rerun_reason,
         run.admitted_at_ms,
+        run.branch_attempts,
+        run.clock_uncertainty_ms,
     ]
 
 
@@ -73,20 +95,33 @@ def decode_state(data: bytes) -> OccurrenceState:
     if not isinstance(document, list) or not document:
         raise StateFormatError("admission state is not a versioned record")
     version = document[0]
-    if version != STATE_FORMAT_VERSION or isinstance(version, bool):
+    if isinstance(version, bool) or version not in _VERSIONS:
         raise UnsupportedStateVersion(version)
     try:
         _, key, evict_at_ms, runs = document
+        if not isinstance(runs, list):
+            raise TypeError("runs must be an array")
+        decoded: list[RunState] = []
+        for fields in runs:
+            decoded.append(_decode_run(fields, version, decoded[0] if decoded else None))
         return OccurrenceState(
             admission_key=_str(key),
-            runs=tuple(_decode_run(run) for run in runs),
+            runs=tuple(decoded),
             evict_at_ms=_opt_int(evict_at_ms),
         )
     except (TypeError, ValueError) as exc:
         raise StateFormatError(f"admission state record is malformed: {exc}") from exc
 
 
-def _decode_run(fields: list[object]) -> RunState:
+def _decode_run(fields: object, version: int, original: RunState | None) -> RunState:
+    if not isinstance(fields, list):
+        raise TypeError("a run must be an array")
+    branch_attempts: object = DEFAULT_BRANCH_ATTEMPTS
+    clock_uncertainty_ms: object = DEFAULT_CLOCK_UNCERTAINTY_MS
+    if version == 1 and len(fields) != _V1_RUN_FIELDS:
+        raise ValueError(f"a version 1 run has {_V1_RUN_FIELDS} fields, got {len(fields)}")
+    if version != 1:
+        *fields, branch_attempts, clock_uncertainty_ms = fields
     (
         run_id,
         rerun_number,
@@ -115,6 +150,10 @@ def _decode_run(fields: list[object]) -> RunState:
     ) = fields
     if not isinstance(slot_names, list) or not isinstance(slots, list):
         raise TypeError("slot lists must be arrays")
+    if version != 1 and original is not None:
+        payload_json = _unshared(payload_json, original.payload_json)
+        scope_key = _unshared(scope_key, original.scope_key)
+        sequence = _unshared(sequence, original.sequence)
     return RunState(
         run_id=_str(run_id),
         rerun_number=_int(rerun_number),
@@ -140,7 +179,17 @@ def _decode_run(fields: list[object]) -> RunState:
         rerun_of=_opt_str(rerun_of),
         rerun_reason=_opt_str(rerun_reason),
         admitted_at_ms=_int(admitted_at_ms),
+        branch_attempts=_int(branch_attempts),
+        clock_uncertainty_ms=_int(clock_uncertainty_ms),
     )
+
+
+def _unshared(value: object, original: str | None) -> object:
+    if value is None:
+        return original
+    if not isinstance(value, list) or len(value) != 1:
+        raise TypeError("a rerun's own value must be a one-element array")
+    return value[0]
 
 
 def _decode_slot(fields: object) -> SlotState:

@@ -14,7 +14,13 @@ only when something changed. Runs keep the revision they were admitted under (fr
 context), so publishing a revision never turns a redelivery into a new occurrence.
 
 Defaults when a key is omitted: ``branch_timeout = "30s"``, ``branch_attempts = 3``,
-``retention = "7d"``, no immutable fields, no scope, no auth.
+``retention = "7d"``, ``validity.clock_uncertainty = "250ms"``, no immutable fields, no
+scope, no auth, no case-sensitive venue/instrument fields. Bounds are in
+:mod:`streams.core.limits`.
+
+A destination's occurrence identity is fixed once applied: :func:`revise` raises
+:class:`~streams.core.errors.IdentityChanged` for a definition that would key occurrences
+differently (see :func:`streams.core.fields.identity_changes`).
 """
 
 from __future__ import annotations
@@ -27,14 +33,44 @@ from dataclasses import asdict, dataclass
 import orjson
 
 from schemas.events import WorkflowRevised
-from streams.core.durations import DURATION_FORMS, parse_duration
-from streams.core.errors import CoreError, InvalidValue, WorkflowFileError
+from streams.core.durations import DURATION_FORMS, format_duration, parse_duration
+from streams.core.errors import CoreError, IdentityChanged, InvalidValue, WorkflowFileError
+from streams.core.fields import (
+    CANDLE_CLOSE,
+    CANDLE_OPEN_FIELD,
+    CASE_FOLDED_FIELDS,
+    INTERVAL_FIELD,
+    identity_changes,
+)
+from streams.core.limits import (
+    DEFAULT_CLOCK_UNCERTAINTY_MS,
+    MAX_BRANCH_TIMEOUT_MS,
+    MAX_CLOCK_UNCERTAINTY_MS,
+    MAX_FIELDS,
+    MAX_RETENTION_MS,
+    MAX_SLOTS,
+    MAX_WINDOW_MS,
+)
+from streams.core.retention import next_history
+
+__all__ = [
+    "CANDLE_CLOSE",
+    "CANDLE_OPEN_FIELD",
+    "DEFAULT_BRANCH_ATTEMPTS",
+    "DEFAULT_BRANCH_TIMEOUT_MS",
+    "DEFAULT_CLOCK_UNCERTAINTY_MS",
+    "DEFAULT_RETENTION_MS",
+    "ENVIRONMENTS",
+    "INTERVAL_FIELD",
+    "MAX_BRANCH_ATTEMPTS",
+    "WorkflowDefinition",
+    "definition_digest",
+    "parse_workflow_file",
+    "revise",
+    "workflow_key",
+]
 
 ENVIRONMENTS = ("paper", "live")
-CANDLE_CLOSE = "candle_close"
-"""``validity.source_time`` literal: the source time is ``candle_open + interval``."""
-CANDLE_OPEN_FIELD = "candle_open"
-INTERVAL_FIELD = "interval"
 
 DEFAULT_BRANCH_TIMEOUT_MS = 30_000
 DEFAULT_BRANCH_ATTEMPTS = 3
@@ -61,9 +97,9 @@ _WORKFLOW_KEYS = (
     "auth",
 )
 _TABLE_KEYS = {
-    "identity": ("event_id", "derived"),
+    "identity": ("event_id", "derived", "case_sensitive"),
     "content": ("immutable",),
-    "validity": ("source_time", "window"),
+    "validity": ("source_time", "window", "clock_uncertainty"),
     "scope": ("fields", "sequence"),
     "auth": ("token_env", "hmac_secret_env"),
 }
@@ -73,9 +109,9 @@ _TABLE_KEYS = {
 class WorkflowDefinition:
     """One validated ``[[workflow]]`` table. All durations are milliseconds.
 
-    ``branch_attempts`` is the maximum number of launches per slot (relaunches + 1). It is
-    not carried by ``WorkflowRevised`` yet; admission uses
-    :data:`streams.core.admission.DEFAULT_BRANCH_ATTEMPTS`.
+    ``branch_attempts`` is the maximum number of launches per slot (relaunches + 1), frozen
+    on each run. ``identity_case_sensitive_fields`` lists venue/instrument fields that are
+    kept as given instead of case-folded (:mod:`streams.core.fields`).
     """
 
     subscription: str
@@ -93,6 +129,16 @@ class WorkflowDefinition:
     scope_sequence_field: str | None
     auth_token_env: str | None
     auth_hmac_secret_env: str | None
+    clock_uncertainty_ms: int = DEFAULT_CLOCK_UNCERTAINTY_MS
+    identity_case_sensitive_fields: tuple[str, ...] = ()
+
+
+# Settings added after the first release leave the digest alone while they have their default,
+# so re-applying an unchanged file after an upgrade is still "unchanged".
+_DIGEST_DEFAULTS: dict[str, object] = {
+    "clock_uncertainty_ms": DEFAULT_CLOCK_UNCERTAINTY_MS,
+    "identity_case_sensitive_fields": (),
+}
 
 
 def workflow_key(subscription: str, environment: str) -> str:
@@ -106,7 +152,11 @@ def definition_digest(defn: WorkflowDefinition) -> str:
     Equal definitions have equal digests regardless of how the TOML was laid out, which is
     what makes :func:`revise` idempotent.
     """
-    canonical = orjson.dumps(asdict(defn), option=orjson.OPT_SORT_KEYS)
+    document = asdict(defn)
+    for name, default in _DIGEST_DEFAULTS.items():
+        if document[name] == default:
+            del document[name]
+    canonical = orjson.dumps(document, option=orjson.OPT_SORT_KEYS)
     return hashlib.sha256(canonical).hexdigest()
 
 
@@ -117,9 +167,11 @@ def revise(
 
     ``current`` is the newest revision on the workflows topic for the same destination (or
     ``None``). The new revision number is ``current.revision + 1`` (``1`` for a new
-    destination); ``applied_at_ms`` is ``now``. Raises
-    :class:`~streams.core.errors.CoreError` if ``current`` belongs to another destination,
-    which would mean the caller looked up the wrong key.
+    destination); ``applied_at_ms`` is ``now``; ``retention_history`` continues
+    ``current``'s (:func:`streams.core.retention.next_history`). Raises
+    :class:`~streams.core.errors.IdentityChanged` if ``defn`` would change the occurrence
+    identity, and :class:`~streams.core.errors.CoreError` if ``current`` belongs to another
+    destination, which would mean the caller looked up the wrong key.
     """
     if current is not None and (current.subscription, current.environment) != (
         defn.subscription,
@@ -132,6 +184,10 @@ def revise(
     digest = definition_digest(defn)
     if current is not None and current.definition_digest == digest:
         return None
+    if current is not None:
+        changes = identity_changes(current, defn)
+        if changes:
+            raise IdentityChanged(workflow_key(defn.subscription, defn.environment), changes)
     return WorkflowRevised(
         subscription=defn.subscription,
         environment=defn.environment,
@@ -150,6 +206,10 @@ def revise(
         auth_hmac_secret_env=defn.auth_hmac_secret_env,
         definition_digest=digest,
         applied_at_ms=now,
+        branch_attempts=defn.branch_attempts,
+        clock_uncertainty_ms=defn.clock_uncertainty_ms,
+        identity_case_sensitive_fields=defn.identity_case_sensitive_fields,
+        retention_history=next_history(current, defn.retention_ms, now),
     )
 
 
@@ -158,10 +218,13 @@ def parse_workflow_file(document: Mapping[str, object]) -> list[WorkflowDefiniti
 
     Collects every problem before raising :class:`WorkflowFileError`; each problem names its
     path (``workflow[0].validity.window: ...``). Checks: known keys only (typos are
-    problems, not silently ignored), names, durations > 0, non-empty unique slots, at least
-    one identity route (``event_id`` or a non-empty ``derived`` list), no duplicate field
-    lists, a ``validity`` table, ``scope.sequence`` only with ``scope.fields``, at most one
-    auth method, and no destination declared twice in one file.
+    problems, not silently ignored), names, durations > 0 and within their bounds, non-empty
+    unique slots, at least one identity route (``event_id`` or a non-empty ``derived``
+    list), no duplicate field lists, list lengths within :mod:`streams.core.limits`, a
+    ``validity`` table, ``scope.sequence`` only with ``scope.fields``, ``case_sensitive``
+    naming only case-folded fields, at least one auth method in an ``[auth]`` table (both
+    may be declared: a signed request is judged by its signature, another by its token), and
+    no destination declared twice in one file.
     """
     checker = _Checker()
     for key in document:
@@ -246,6 +309,7 @@ class _Checker:
         what: str,
         *,
         required: bool,
+        most: int = MAX_FIELDS,
     ) -> tuple[str, ...] | None:
         if value is None:
             if required:
@@ -268,10 +332,19 @@ class _Checker:
         if required and not value:
             self.problem(path, f"must list at least one {what}")
             ok = False
+        if len(value) > most:
+            self.problem(path, f"lists {len(value)} {what}s; at most {most} are allowed")
+            ok = False
         return tuple(result) if ok else None
 
     def duration(
-        self, path: str, value: object, default: int | None, *, positive: bool = True
+        self,
+        path: str,
+        value: object,
+        default: int | None,
+        *,
+        most: int,
+        positive: bool = True,
     ) -> int | None:
         if value is None:
             if default is None:
@@ -284,6 +357,9 @@ class _Checker:
             return None
         if positive and ms <= 0:
             self.problem(path, f"{_show(value)} must be longer than 0")
+            return None
+        if ms > most:
+            self.problem(path, f"{_show(value)} is too long: at most {format_duration(most)}")
             return None
         return ms
 
@@ -305,12 +381,25 @@ class _Checker:
                 f"{path}.environment", f"{_show(environment_value)} is not one of paper, live"
             )
         slots = self.names(
-            f"{path}.slots", table.get("slots"), _NAME_RE, "slot name", required=True
+            f"{path}.slots",
+            table.get("slots"),
+            _NAME_RE,
+            "slot name",
+            required=True,
+            most=MAX_SLOTS,
         )
         branch_timeout = self.duration(
-            f"{path}.branch_timeout", table.get("branch_timeout"), DEFAULT_BRANCH_TIMEOUT_MS
+            f"{path}.branch_timeout",
+            table.get("branch_timeout"),
+            DEFAULT_BRANCH_TIMEOUT_MS,
+            most=MAX_BRANCH_TIMEOUT_MS,
         )
-        retention = self.duration(f"{path}.retention", table.get("retention"), DEFAULT_RETENTION_MS)
+        retention = self.duration(
+            f"{path}.retention",
+            table.get("retention"),
+            DEFAULT_RETENTION_MS,
+            most=MAX_RETENTION_MS,
+        )
 
         attempts_value = table.get("branch_attempts", DEFAULT_BRANCH_ATTEMPTS)
         branch_attempts: int | None = None
@@ -326,9 +415,9 @@ class _Checker:
                 f"{_show(attempts_value)} is not a whole number from 1 to {MAX_BRANCH_ATTEMPTS}",
             )
 
-        event_id, derived = self._identity(path, table)
+        event_id, derived, case_sensitive = self._identity(path, table)
         immutable = self._content(path, table)
-        source_time, window = self._validity(path, table)
+        source_time, window, uncertainty = self._validity(path, table)
         scope_fields, sequence = self._scope(path, table)
         token_env, hmac_env = self._auth(path, table)
 
@@ -341,8 +430,10 @@ class _Checker:
             or branch_attempts is None
             or derived is None
             or immutable is None
+            or case_sensitive is None
             or source_time is None
             or window is None
+            or uncertainty is None
             or scope_fields is None
         ):
             return None
@@ -362,17 +453,19 @@ class _Checker:
             scope_sequence_field=sequence,
             auth_token_env=token_env,
             auth_hmac_secret_env=hmac_env,
+            clock_uncertainty_ms=uncertainty,
+            identity_case_sensitive_fields=case_sensitive,
         )
 
     def _identity(
         self, path: str, table: Mapping[str, object]
-    ) -> tuple[str | None, tuple[str, ...] | None]:
+    ) -> tuple[str | None, tuple[str, ...] | None, tuple[str, ...] | None]:
         identity = self.table(path, table, "identity")
         where = f"{path}.identity"
         if identity is None:
             if "identity" not in table:
                 self.problem(where, "is required: declare event_id, derived, or both")
-            return None, None
+            return None, None, None
         event_id: str | None = None
         if identity.get("event_id") is not None:
             event_id = self.name(
@@ -381,14 +474,31 @@ class _Checker:
         derived = self.names(
             f"{where}.derived", identity.get("derived"), _FIELD_RE, "field name", required=False
         )
+        case_sensitive = self._case_sensitive(where, identity.get("case_sensitive"))
         if identity.get("event_id") is None and not identity.get("derived"):
             self.problem(
                 where,
                 "needs an identity route: event_id (the sender's stable id field) or a "
                 "non-empty derived field list",
             )
-            return event_id, None
-        return event_id, derived
+            return event_id, None, case_sensitive
+        return event_id, derived, case_sensitive
+
+    def _case_sensitive(self, where: str, value: object) -> tuple[str, ...] | None:
+        path = f"{where}.case_sensitive"
+        names = self.names(path, value, _FIELD_RE, "field name", required=False)
+        if names is None:
+            return None
+        ok = True
+        for i, name in enumerate(names):
+            if name not in CASE_FOLDED_FIELDS:
+                self.problem(
+                    f"{path}[{i}]",
+                    f"{_show(name)} is not case-folded, so it cannot be kept case-sensitive; "
+                    f"list at most these: {', '.join(CASE_FOLDED_FIELDS)}",
+                )
+                ok = False
+        return names if ok else None
 
     def _content(self, path: str, table: Mapping[str, object]) -> tuple[str, ...] | None:
         content = self.table(path, table, "content")
@@ -402,13 +512,15 @@ class _Checker:
             required=False,
         )
 
-    def _validity(self, path: str, table: Mapping[str, object]) -> tuple[str | None, int | None]:
+    def _validity(
+        self, path: str, table: Mapping[str, object]
+    ) -> tuple[str | None, int | None, int | None]:
         validity = self.table(path, table, "validity")
         where = f"{path}.validity"
         if validity is None:
             if "validity" not in table:
                 self.problem(where, "is required: declare source_time and window")
-            return None, None
+            return None, None, None
         source_time_value = validity.get("source_time")
         source_time: str | None = None
         if source_time_value is None:
@@ -423,8 +535,15 @@ class _Checker:
                 _FIELD_RE,
                 "field name (or candle_close)",
             )
-        window = self.duration(f"{where}.window", validity.get("window"), None)
-        return source_time, window
+        window = self.duration(f"{where}.window", validity.get("window"), None, most=MAX_WINDOW_MS)
+        uncertainty = self.duration(
+            f"{where}.clock_uncertainty",
+            validity.get("clock_uncertainty"),
+            DEFAULT_CLOCK_UNCERTAINTY_MS,
+            most=MAX_CLOCK_UNCERTAINTY_MS,
+            positive=False,
+        )
+        return source_time, window, uncertainty
 
     def _scope(
         self, path: str, table: Mapping[str, object]
@@ -463,8 +582,6 @@ class _Checker:
                 _ENV_VAR_RE,
                 "environment variable",
             )
-        if auth.get("token_env") is not None and auth.get("hmac_secret_env") is not None:
-            self.problem(where, "declare token_env or hmac_secret_env, not both")
-        elif auth.get("token_env") is None and auth.get("hmac_secret_env") is None:
-            self.problem(where, "declare token_env or hmac_secret_env (or remove [auth])")
+        if auth.get("token_env") is None and auth.get("hmac_secret_env") is None:
+            self.problem(where, "declare token_env, hmac_secret_env or both (or remove [auth])")
         return token, hmac

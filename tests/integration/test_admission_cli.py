@@ -118,3 +118,50 @@ def test_publish_reports_malformed_lines_and_produces_only_the_good_ones(
     assert sorted(d.delivery_id for d in deliveries) == sorted(p["delivery_id"] for p in published)
     by_key = {m.key() for m in read_topic(settings, settings.topic("deliveries"))}
     assert by_key == {p["admission_key"].encode() for p in published}
+
+
+def test_workflows_apply_refuses_an_identity_change_and_applies_nothing(
+    settings: Settings, tmp_path: Path
+) -> None:
+    assert sluicegate(settings, "workflows", "apply", str(EXAMPLE_WORKFLOW)).returncode == 0
+    changed = tmp_path / "reordered.toml"
+    changed.write_text(
+        EXAMPLE_WORKFLOW.read_text()
+        .replace(
+            'derived  = ["venue", "instrument", "interval", "candle_open", "rule"]',
+            'derived  = ["instrument", "venue", "interval", "candle_open", "rule"]',
+        )
+        .replace('window = "5s"', 'window = "7s"')
+    )
+    result = sluicegate(settings, "workflows", "apply", str(changed))
+    assert result.returncode == 1, result.stdout
+    assert f"{changed}: workflow[0]" in result.stderr
+    assert "identity.derived" in result.stderr and "new subscription" in result.stderr
+    assert len(read_topic(settings, settings.topic("workflows"))) == 1
+
+
+def test_publish_refuses_what_admission_would_reject_naming_the_field(settings: Settings) -> None:
+    assert sluicegate(settings, "workflows", "apply", str(EXAMPLE_WORKFLOW)).returncode == 0
+    good = dict(candle(), subscription="btc-breakout", environment="paper")
+    lines = [
+        json.dumps(good)[:-1] + ', "instrument": "ETHUSDT"}',
+        json.dumps(dict(good, candle_open="2030-01-01T00:00:00Z")),
+        json.dumps(dict(good, note="x" * 70_000)),
+        json.dumps({k: v for k, v in good.items() if k != "source"}),
+        json.dumps(dict(good, instrument="BTC\u0000USDT")),
+        json.dumps({k: v for k, v in good.items() if k != "account"}),
+        json.dumps(good),
+    ]
+    result = sluicegate(settings, "publish", "--json", stdin="\n".join(lines) + "\n")
+    assert result.returncode == 1
+    lines_out = [line for line in result.stderr.splitlines() if line.startswith("stdin:")]
+    errors = {int(line.split(":")[1]): line for line in lines_out}
+    assert "instrument" in errors[1] and "more than once" in errors[1]
+    assert "source_time_in_future" in errors[2] and "candle_open" in errors[2]
+    assert "payload_too_large" in errors[3]
+    assert "source" in errors[4] and "missing" in errors[4]
+    assert "instrument" in errors[5] and "control character" in errors[5]
+    assert "account" in errors[6] and "scope" in errors[6]
+    assert sorted(errors) == [1, 2, 3, 4, 5, 6]
+    assert [json.loads(line)["line"] for line in result.stdout.splitlines()] == [7]
+    assert len(read_topic(settings, settings.topic("deliveries"))) == 1

@@ -118,8 +118,9 @@ def candle_payload(candle_open_ms: int, **changes: object) -> dict[str, object]:
 
 
 def current_minute_ms() -> int:
-    """The open of the current one-minute candle: recent enough for any retention horizon."""
-    return int(time.time() // 60 * 60 * 1000)
+    """The open of the last closed one-minute candle: recent enough for any retention
+    horizon, and closed, so its source time (the close) is not in the future."""
+    return int(time.time() // 60 * 60 * 1000) - 60_000
 
 
 def end_offsets(settings: Settings, short_name: str) -> dict[int, int]:

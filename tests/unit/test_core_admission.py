@@ -285,7 +285,7 @@ def test_same_identity_different_source_time_is_a_conflict() -> None:
         "scope_sequence_field": None,
     }
     proc = Processor()
-    first = {"event_id": "evt-9", "signal_time": NOW - 1_000, "side": "buy"}
+    first = {"source": "scheduler", "event_id": "evt-9", "signal_time": NOW - 1_000, "side": "buy"}
     admit(proc, first, "d-1", **overrides)
     later = dict(first, signal_time=NOW + 59_000)  # would stretch the deadline by a minute
     [event] = admit(proc, later, "d-2", **overrides)

@@ -8,7 +8,12 @@ from hypothesis import strategies as st
 
 from streams.core.durations import (
     MAX_EPOCH_MS,
+    MAX_INTERVAL_MS,
+    MAX_SOURCE_TIME_MS,
+    MIN_SOURCE_TIME_MS,
+    check_source_time,
     format_duration,
+    format_interval,
     format_time,
     parse_duration,
     parse_interval,
@@ -175,3 +180,33 @@ def test_parse_interval(text: str, ms: int) -> None:
 def test_parse_interval_refuses(bad: object) -> None:
     with pytest.raises(InvalidValue, match="candle interval"):
         parse_interval(bad)
+
+
+@pytest.mark.parametrize(
+    ("spellings", "canonical"),
+    [
+        (("1", "1m", "60s"), "1m"),
+        (("60", "1h", "60m"), "1h"),
+        (("D", "1D", "1d", "24h"), "1d"),
+        (("W", "1W", "1w", "7d"), "1w"),
+        (("S", "1S", "1s"), "1s"),
+        (("90s",), "90s"),
+        (("240", "4h"), "4h"),
+    ],
+)
+def test_format_interval_gives_one_spelling(spellings: tuple[str, ...], canonical: str) -> None:
+    assert {format_interval(parse_interval(s)) for s in spellings} == {canonical}
+
+
+@given(st.integers(1, MAX_INTERVAL_MS // 1_000).map(lambda s: s * 1_000))
+def test_format_interval_round_trips(ms: int) -> None:
+    assert parse_interval(format_interval(ms)) == ms
+
+
+def test_source_times_are_bounded() -> None:
+    assert check_source_time(MIN_SOURCE_TIME_MS) is None
+    assert check_source_time(MAX_SOURCE_TIME_MS - 1) is None
+    assert "before 2000-01-01" in (check_source_time(MIN_SOURCE_TIME_MS - 1) or "")
+    assert "2200-01-01" in (check_source_time(MAX_SOURCE_TIME_MS) or "")
+    assert format_time(MIN_SOURCE_TIME_MS) == "2000-01-01T00:00:00.000Z"
+    assert format_time(MAX_SOURCE_TIME_MS) == "2200-01-01T00:00:00.000Z"

@@ -79,7 +79,7 @@ def test_leading_zero_strings_are_identifiers_not_numbers() -> None:
 
 
 def test_whitespace_is_stripped_but_case_kept() -> None:
-    wf = workflow()
+    wf = workflow(identity_case_sensitive_fields=("instrument",))
     assert identify(wf, candle(instrument=" BTCUSDT ")).admission_key == KEY_A
     assert identify(wf, candle(instrument="btcusdt")).admission_key != KEY_A
 
@@ -117,10 +117,12 @@ def test_event_id_is_opaque() -> None:
     assert identify(wf, candle(event_id="1e3")).event_id == "1e3"
 
 
-def test_source_defaults_to_unknown() -> None:
+def test_source_is_required() -> None:
     payload = candle()
     del payload["source"]
-    assert identify(workflow(), payload).admission_key.startswith("btc-breakout/paper/unknown/d:")
+    with pytest.raises(IdentityError) as info:
+        identify(workflow(), payload)
+    assert info.value.missing == ("source",)
 
 
 def test_two_subscriptions_get_different_admission_keys() -> None:
@@ -175,12 +177,12 @@ def test_named_source_time_field_and_event_id_only_workflow() -> None:
         scope_fields=(),
         scope_sequence_field=None,
     )
-    occ = identify(wf, {"event_id": "e1", "signal_time": "2026-11-30T12:00:00Z"})
+    occ = identify(wf, {"source": "s", "event_id": "e1", "signal_time": "2026-11-30T12:00:00Z"})
     assert occ.source_time_ms == T0
     assert occ.scope_key is None
     assert occ.sequence is None
     with pytest.raises(IdentityError) as info:
-        identify(wf, {"signal_time": T0})
+        identify(wf, {"source": "s", "signal_time": T0})
     assert info.value.missing == ("event_id",)
 
 

@@ -2,16 +2,27 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import orjson
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from streams.core.admission import Admit, OccurrenceState, RunState, SlotState
+from schemas.events import RunAdmitted
+from streams.core.admission import Admit, OccurrenceState, Rerun, RunState, SlotState
 from streams.core.errors import CoreError, StateFormatError, UnsupportedStateVersion
 from streams.core.lifecycle import BranchStatus, RunStatus
 from streams.core.state_codec import STATE_FORMAT_VERSION, decode_state, encode_state
-from tests.unit.test_core_support import MINUTE, T0, Processor, candle, delivery, workflow
+from tests.unit.test_core_support import (
+    MINUTE,
+    T0,
+    Processor,
+    candle,
+    delivery,
+    rerun_request,
+    workflow,
+)
 
 # orjson (like UTF-8) cannot carry lone surrogates; no admitted payload contains them either,
 # because payloads are parsed by orjson before they reach the core.
@@ -82,7 +93,7 @@ def test_round_trip_of_a_real_state() -> None:
     assert orjson.loads(data)[0] == STATE_FORMAT_VERSION
 
 
-@pytest.mark.parametrize("version", [0, 2, "1", None, True])
+@pytest.mark.parametrize("version", [0, 3, "1", "2", None, True])
 def test_unknown_versions_are_refused(version: object) -> None:
     with pytest.raises(UnsupportedStateVersion) as info:
         decode_state(orjson.dumps([version, "k", None, []]))
@@ -121,3 +132,53 @@ def test_unknown_status_is_refused() -> None:
     record[3][0][2] = "exploded"
     with pytest.raises(StateFormatError):
         decode_state(orjson.dumps(record))
+
+
+def rerun_state() -> OccurrenceState:
+    proc = Processor()
+    wf = workflow()
+    now = T0 + MINUTE + 1_000
+    d = delivery(wf, candle(note="x" * 5_000), "a-1", now)
+    [admitted, *_] = proc.handle(Admit(d, wf), now)
+    assert isinstance(admitted, RunAdmitted)
+    for i in range(3):
+        proc.handle(Rerun(rerun_request(d.admission_key, admitted.run_id, f"r{i}"), wf), now)
+    state = proc.state(d.admission_key)
+    assert state is not None and len(state.runs) == 4
+    return state
+
+
+def test_reruns_share_the_payload_in_the_stored_state() -> None:
+    state = rerun_state()
+    data = encode_state(state)
+    assert data.count(b"x" * 5_000) == 1
+    record = orjson.loads(data)
+    assert [run[16] for run in record[3][1:]] == [None, None, None]
+    assert decode_state(data) == state
+
+
+def test_version_1_records_still_decode() -> None:
+    state = rerun_state()
+    record = orjson.loads(encode_state(state))
+    # Version 1: no sharing and no branch_attempts / clock_uncertainty_ms.
+    v1_runs = []
+    for i, run in enumerate(record[3]):
+        fields = run[:-2]
+        if i:
+            original = state.runs[0]
+            fields[14], fields[15], fields[16] = (
+                original.scope_key,
+                original.sequence,
+                original.payload_json,
+            )
+        v1_runs.append(fields)
+    decoded = decode_state(orjson.dumps([1, record[1], record[2], v1_runs]))
+    assert decoded == dataclasses.replace(
+        state,
+        runs=tuple(
+            dataclasses.replace(run, branch_attempts=3, clock_uncertainty_ms=250)
+            for run in state.runs
+        ),
+    )
+    with pytest.raises(StateFormatError):
+        decode_state(orjson.dumps([1, record[1], record[2], record[3]]))  # v2 runs as v1

@@ -51,6 +51,7 @@ immutable = ["side", "rule", "price"]
 [workflow.validity]
 source_time = "candle_close"
 window = "5s"
+clock_uncertainty = "250ms"
 
 [workflow.scope]
 fields = ["account", "instrument", "side"]

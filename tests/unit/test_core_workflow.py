@@ -106,7 +106,7 @@ def test_all_problems_are_collected_not_just_the_first() -> None:
     )
     document["workflow"][0]["identity"] = {}
     document["workflow"][0]["validity"]["window"] = "5x"
-    document["workflow"][0]["auth"] = {"token_env": "A", "hmac_secret_env": "B"}
+    document["workflow"][0]["auth"] = {}
     problems = problems_of(document)
     paths = [p.split(":", 1)[0] for p in problems]
     assert paths == [
@@ -248,3 +248,128 @@ def test_revise_refuses_another_destination() -> None:
 
 def test_workflow_key() -> None:
     assert workflow_key("btc-breakout", "paper") == "btc-breakout/paper"
+
+
+# --------------------------------------------------------------- a destination's identity
+
+
+def revised_from(document: dict[str, Any], current: Any = None, now: int = 1) -> Any:
+    [defn] = parse_workflow_file(document)
+    return revise(current, defn, now)
+
+
+def identity_edit(edit: str) -> dict[str, Any]:
+    document = contract_document()
+    table = document["workflow"][0]
+    identity = table["identity"]
+    if edit == "reorder derived":
+        identity["derived"] = ["instrument", "venue", "interval", "candle_open", "rule"]
+    elif edit == "drop a derived field":
+        identity["derived"] = ["venue", "instrument", "interval", "candle_open"]
+    elif edit == "remove event_id":
+        del identity["event_id"]
+    elif edit == "rename event_id":
+        identity["event_id"] = "id"
+    elif edit == "keep instrument case":
+        identity["case_sensitive"] = ["instrument"]
+    return document
+
+
+@pytest.mark.parametrize(
+    ("edit", "named"),
+    [
+        ("reorder derived", "identity.derived"),
+        ("drop a derived field", "identity.derived"),
+        ("remove event_id", "identity.event_id"),
+        ("rename event_id", "identity.event_id"),
+        ("keep instrument case", "identity.case_sensitive"),
+    ],
+)
+def test_revise_refuses_an_identity_change(edit: str, named: str) -> None:
+    first = revised_from(contract_document())
+    with pytest.raises(CoreError) as info:
+        revised_from(identity_edit(edit), current=first, now=2)
+    message = str(info.value)
+    assert named in message
+    assert "new subscription" in message
+    assert getattr(info.value, "fields", None), "the error names the identity settings"
+
+
+def test_adding_an_event_id_is_an_identity_change() -> None:
+    document = contract_document()
+    del document["workflow"][0]["identity"]["event_id"]
+    first = revised_from(document)
+    with pytest.raises(CoreError, match=r"identity\.event_id"):
+        revised_from(contract_document(), current=first, now=2)
+
+
+def test_a_source_time_change_that_rereads_a_derived_field_is_an_identity_change() -> None:
+    # "signal_ts" is read as an instant only while it is the source-time field.
+    document = contract_document()
+    table = document["workflow"][0]
+    table["identity"] = {"derived": ["instrument", "signal_ts"]}
+    table["validity"]["source_time"] = "signal_ts"
+    table["scope"]["sequence"] = "signal_ts"
+    first = revised_from(document)
+    table["validity"]["source_time"] = "signal_time"
+    with pytest.raises(CoreError, match=r"signal_ts"):
+        revised_from(document, current=first, now=2)
+
+
+def test_changes_outside_the_identity_are_new_revisions() -> None:
+    first = revised_from(contract_document())
+    document = contract_document()
+    table = document["workflow"][0]
+    table["slots"] = ["analysis", "signal"]
+    table["retention"] = "30d"
+    table["validity"]["window"] = "9s"
+    table["content"]["immutable"] = ["side"]
+    second = revised_from(document, current=first, now=2)
+    assert second is not None and second.revision == 2
+
+
+def test_token_and_hmac_together_are_accepted() -> None:
+    document = contract_document()
+    document["workflow"][0]["auth"] = {"token_env": "TV_TOKEN", "hmac_secret_env": "HOOK_KEY"}
+    [defn] = parse_workflow_file(document)
+    assert (defn.auth_token_env, defn.auth_hmac_secret_env) == ("TV_TOKEN", "HOOK_KEY")
+
+
+def test_branch_attempts_and_clock_uncertainty_reach_the_revision() -> None:
+    document = contract_document()
+    document["workflow"][0]["branch_attempts"] = 5
+    document["workflow"][0]["validity"]["clock_uncertainty"] = "2s"
+    revised = revised_from(document)
+    assert revised.branch_attempts == 5
+    assert revised.clock_uncertainty_ms == 2_000
+    assert revised_from(contract_document()).clock_uncertainty_ms == 250
+
+
+@pytest.mark.parametrize(
+    ("where", "key", "value", "path"),
+    [
+        (None, "retention", "400d", "workflow[0].retention"),
+        (None, "branch_timeout", "8d", "workflow[0].branch_timeout"),
+        ("validity", "window", "400d", "workflow[0].validity.window"),
+        ("validity", "clock_uncertainty", "2m", "workflow[0].validity.clock_uncertainty"),
+        ("identity", "case_sensitive", ["price"], "workflow[0].identity.case_sensitive[0]"),
+        (None, "slots", [f"s{i}" for i in range(17)], "workflow[0].slots"),
+    ],
+)
+def test_bounded_settings(where: str | None, key: str, value: object, path: str) -> None:
+    document = contract_document()
+    table = document["workflow"][0]
+    (table if where is None else table[where])[key] = value
+    problems = problems_of(document)
+    assert any(p.startswith(path + ":") and "at most" in p for p in problems), problems
+
+
+def test_an_unchanged_file_keeps_its_digest_across_the_upgrade() -> None:
+    # The contract example's digest as 0.1.0 computed it: re-applying the file after an
+    # upgrade is "unchanged" while the settings added since keep their defaults.
+    [defn] = parse_workflow_file(contract_document())
+    assert definition_digest(defn) == (
+        "909943b17717d60407e42f9a68271eaaab11d54a6876909c853a18d54c430396"
+    )
+    changed = dataclasses.replace(defn, clock_uncertainty_ms=1_000)
+    assert definition_digest(changed) != definition_digest(defn)

@@ -29,7 +29,8 @@ from schemas.events import WorkflowRevised
 from sluicegate.config import Settings
 from tests.unit.test_ingest_auth import workflow
 
-NOW_MS = 1_796_040_000_000
+NOW_MS = 1_796_040_060_000
+"""2026-11-30T12:01:00Z: when the example candle (12:00, 1m) closes, so it is not in the future."""
 
 BREAKOUT = workflow(
     subscription="btc-breakout",
@@ -384,7 +385,11 @@ def test_authentication_comes_before_body_problems() -> None:
         (b"{not json", "invalid_body", ["body"]),
         (b"[1, 2]", "invalid_body", ["body"]),
         (b'"a string"', "invalid_body", ["body"]),
-        (b"{}", "invalid_identity", ["venue", "instrument", "interval", "candle_open", "rule"]),
+        (
+            b"{}",
+            "invalid_identity",
+            ["source", "venue", "instrument", "interval", "candle_open", "rule"],
+        ),
         (
             orjson.dumps({**PAYLOAD, "candle_open": "yesterday", "interval": "1x"}),
             "invalid_identity",

@@ -204,3 +204,28 @@ def test_exact_names_win_and_other_keys_are_untouched() -> None:
         "instrument": "A",
         "INSTRUMENT": "B",
     }
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        (b'{"a":1,"b":2,"a":3}', "a"),
+        (b'{"a":{"x":1,"y":{"z":1,"z":1}}}', "a.y.z"),
+        (b'{"list":[{"k":1},{"k":1,"k":2}]}', "list[1].k"),
+        (b'{"k\\u00e9":1,"k\xc3\xa9":2}', "k\u00e9"),
+    ],
+)
+@pytest.mark.parametrize("kind", [JSON, TEXT])
+def test_duplicate_json_keys_are_refused(body: bytes, field: str, kind: str) -> None:
+    with pytest.raises(InvalidBody) as caught:
+        parse_body(body, kind)
+    assert [(p.field, p.message) for p in caught.value.problems] == [
+        (field, "given more than once (JSON parsers disagree on which value counts)")
+    ]
+
+
+def test_deeply_nested_json_is_invalid_not_a_crash() -> None:
+    for depth in (900, 1_000, 1_100, 5_000):
+        body = b'{"a":' + b"[" * depth + b"]" * depth + b"}"
+        with contextlib.suppress(InvalidBody):
+            assert isinstance(parse_body(body, JSON), dict)

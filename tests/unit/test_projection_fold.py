@@ -18,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from projections.handlers import Source, project
-from projections.model import MemoryProjection, RowOp
+from projections.model import TABLES_BY_NAME, MemoryProjection, RowOp
 from projections.testing import Emitted, build_history
 from schemas.commands import AdmitDelivery, AuthorizeRerun
 from schemas.events import (
@@ -83,6 +83,12 @@ def _row(**values: Any) -> dict[str, Any]:
     return {k: list(v) if isinstance(v, tuple) else v for k, v in values.items()}
 
 
+def _projected(table: str, values: dict[str, Any]) -> dict[str, Any]:
+    """The fields of a record its table has columns for (later event fields are not projected)."""
+    columns = TABLES_BY_NAME[table].columns
+    return _row(**{k: v for k, v in values.items() if k in columns})
+
+
 def fold(placed: list[Positioned]) -> tuple[dict[str, dict[Any, dict[str, Any]]], Counter[Any]]:
     """The read model, written the obvious way, over the history in causal order."""
     t: dict[str, dict[Any, dict[str, Any]]] = {
@@ -131,7 +137,9 @@ def fold(placed: list[Positioned]) -> tuple[dict[str, dict[Any, dict[str, Any]]]
     for source, event in placed:
         r = event.record
         if isinstance(r, WorkflowRevised):
-            t["workflows"][(r.subscription, r.environment, r.revision)] = _row(**vars(r))
+            t["workflows"][(r.subscription, r.environment, r.revision)] = _projected(
+                "workflows", vars(r)
+            )
         elif isinstance(r, AdmitDelivery):
             if (r.delivery_id,) not in t["deliveries"]:
                 counters["deliveries", ""] += 1
@@ -140,7 +148,7 @@ def fold(placed: list[Positioned]) -> tuple[dict[str, dict[Any, dict[str, Any]]]
         elif isinstance(r, AuthorizeRerun):
             t["rerun_requests"][(r.request_id,)] = _row(**vars(r))
         elif isinstance(r, RunAdmitted):
-            t["runs"][(r.run_id,)] = _row(**vars(r))
+            t["runs"][(r.run_id,)] = _projected("runs", vars(r))
             counters["runs_admitted", ""] += 1
             t["run_status"][(r.run_id,)] = _row(
                 run_id=r.run_id,

@@ -285,6 +285,8 @@ class RunAdmittedNext:
     rerun_reason: str | None
     admitted_at_ms: int
     retention_ms: int | None = None
+    branch_attempts: int = 3
+    clock_uncertainty_ms: int = 250
     channel: str = "unknown"
 
 
@@ -313,20 +315,21 @@ def test_release_tool_releases_a_changed_schema_and_old_fixtures_still_decode(
 
     registry = Registry.load(avro, released, classes)
     pending = release_schemas.pending(registry, released, fixtures)
-    assert [(p.name, p.version) for p in pending] == [("RunAdmitted", 3)]
+    assert [(p.name, p.version) for p in pending] == [("RunAdmitted", 4)]
     release_schemas.release(pending)
-    assert (released / "RunAdmitted" / "v3.avsc").read_bytes() == (
+    assert (released / "RunAdmitted" / "v4.avsc").read_bytes() == (
         avro / "RunAdmitted.avsc"
     ).read_bytes()
 
     registry = Registry.load(avro, released, classes)
     assert release_schemas.pending(registry, released, fixtures) == []
-    assert registry.by_class[RunAdmittedNext].version == 3
+    assert registry.by_class[RunAdmittedNext].version == 4
     monkeypatch.setattr(registry_module, "_REGISTRY", registry)
     old = decode((fixtures / "RunAdmitted" / "v1.bin").read_bytes())
-    new = decode((fixtures / "RunAdmitted" / "v3.bin").read_bytes())
+    new = decode((fixtures / "RunAdmitted" / "v4.bin").read_bytes())
     assert isinstance(old, RunAdmittedNext) and old.channel == "unknown"
     assert old.retention_ms is None
+    assert (old.branch_attempts, old.clock_uncertainty_ms) == (3, 250)
     assert isinstance(new, RunAdmittedNext) and new.channel == "channel:example"
     assert old.run_id == new.run_id == "run_id:example"
 

@@ -1,0 +1,54 @@
+"""The machine-readable reasons of admission outcomes: one vocabulary for every reader.
+
+These strings appear unchanged in ``DeliveryRejected.reason`` / ``RerunRejected.reason``, in
+the webhook's and ``sluicegate publish``'s refusals of the same cases, in the projections'
+``rejected`` counts and in the README. Add freely; never rename one (scripts count them).
+"""
+
+from __future__ import annotations
+
+REJECT_UNKNOWN_SUBSCRIPTION = "unknown_subscription"
+"""No workflow is applied for the delivery's destination."""
+REJECT_MISSING_FIELDS = "missing_identity_fields"
+"""A field the workflow needs (identity, source time, scope, sequence, ``source``) is absent."""
+REJECT_INVALID_FIELD = "invalid_field"
+"""A field the workflow reads is unreadable (wrong type, control characters, too long, ...)."""
+REJECT_IDENTITY_MISMATCH = "identity_mismatch"
+"""The delivery was keyed under another identity than the processor derives from it."""
+REJECT_BEYOND_HORIZON = "beyond_horizon"
+"""The source time is older than the redelivery horizon; no record could match it."""
+REJECT_SOURCE_TIME_IN_FUTURE = "source_time_in_future"
+"""The source time is later than ``now + clock_uncertainty``."""
+REJECT_PAYLOAD_TOO_LARGE = "payload_too_large"
+"""The payload, as canonical JSON, is larger than admission keeps."""
+
+DELIVERY_REJECTION_REASONS = (
+    REJECT_UNKNOWN_SUBSCRIPTION,
+    REJECT_MISSING_FIELDS,
+    REJECT_INVALID_FIELD,
+    REJECT_IDENTITY_MISMATCH,
+    REJECT_BEYOND_HORIZON,
+    REJECT_SOURCE_TIME_IN_FUTURE,
+    REJECT_PAYLOAD_TOO_LARGE,
+)
+"""Every ``DeliveryRejected.reason``."""
+
+RERUN_UNKNOWN_RUN = "unknown_run"
+"""The run to rerun is not in the occurrence's record (or the record is gone)."""
+RERUN_DUPLICATE_REQUEST = "duplicate_request"
+"""This request id already admitted a rerun."""
+RERUN_MISSING_REASON = "missing_reason"
+"""The request gives no reason."""
+RERUN_INVALID_REQUEST = "invalid_request"
+"""The request's id or reason is longer than admission keeps."""
+RERUN_LIMIT = "rerun_limit"
+"""The occurrence already has the most reruns admission keeps."""
+
+RERUN_REJECTION_REASONS = (
+    RERUN_UNKNOWN_RUN,
+    RERUN_DUPLICATE_REQUEST,
+    RERUN_MISSING_REASON,
+    RERUN_INVALID_REQUEST,
+    RERUN_LIMIT,
+)
+"""Every ``RerunRejected.reason``."""
