@@ -135,13 +135,16 @@ class WorkflowDirectory:
             try:
                 snapshot = await loop.run_in_executor(self._executor, self._catch_up)
             except Exception as e:
-                done.set_exception(e)
+                if not done.done():
+                    done.set_exception(e)
                 return
             finally:
                 self._in_flight = None
             self._snapshot, self._snapshot_started = snapshot, started
             self._loaded = True
-            done.set_result(None)
+            # A waiter may have gone (cancelled at shutdown); the snapshot is taken anyway.
+            if not done.done():
+                done.set_result(None)
 
     def _catch_up(self) -> Snapshot:
         self._table.catch_up(timeout_s=self._catch_up_timeout_s)
@@ -150,7 +153,9 @@ class WorkflowDirectory:
     async def _refresh_forever(self) -> None:
         while True:
             try:
-                await self.refresh()
+                # Shielded: cancelling this loop at close must not cancel the future that
+                # requests share.
+                await asyncio.shield(self.refresh())
             except Exception as e:
                 log.warning("workflow table refresh failed: %s", e)
             await asyncio.sleep(self._refresh_interval_s)
