@@ -196,11 +196,13 @@ def parse_interval(value: object) -> int:
     """Return a candle interval in milliseconds (``"1m"`` -> ``60000``; ``"1w"`` -> a week).
 
     Also accepts TradingView's interval strings: bare digits are minutes (``"60"`` -> 1h),
-    ``"S"``/``"1S"`` seconds, ``"D"``/``"1D"`` days and ``"W"``/``"1W"`` weeks. Only strings:
-    a JSON number is refused (``60`` could be seconds or minutes). Zero, months and intervals
-    longer than 366 days are refused.
+    ``"S"``/``"1S"`` seconds, ``"D"``/``"1D"`` days and ``"W"``/``"1W"`` weeks. A whole JSON
+    number means what its digits mean as a string (TradingView's ``{{interval}}`` written
+    without quotes: ``60`` -> 1h). Zero, months and intervals longer than 366 days are refused.
     """
     ms: int | None = None
+    if isinstance(value, int) and not isinstance(value, bool):
+        value = str(value)
     if isinstance(value, str):
         text = value.strip()
         match = _INTERVAL_RE.fullmatch(text)

@@ -427,6 +427,8 @@ def _canonical(value: object, kind: Kind, *, opaque: bool, structured: bool, bou
         result = _canonical_text(text, kind, opaque)
     elif kind is Kind.TIME:
         result = _time(value)
+    elif kind is Kind.INTERVAL and isinstance(value, int) and not isinstance(value, bool):
+        result = _canonical_text(str(value), kind, opaque)
     elif isinstance(value, bool):
         result = "true" if value else "false"
     elif isinstance(value, int):

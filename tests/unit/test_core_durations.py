@@ -172,10 +172,12 @@ def test_format_time_round_trips(ms: int) -> None:
 )
 def test_parse_interval(text: str, ms: int) -> None:
     assert parse_interval(text) == ms
+    if text.isdigit():
+        assert parse_interval(int(text)) == ms  # the same digits as a JSON number
 
 
 @pytest.mark.parametrize(
-    "bad", ["0m", "367d", "999999w", "1M", "1mo", "", "m", "1.5h", "0", 60, None, "1y"]
+    "bad", ["0m", "367d", "999999w", "1M", "1mo", "", "m", "1.5h", "0", 0, 1.5, True, None, "1y"]
 )
 def test_parse_interval_refuses(bad: object) -> None:
     with pytest.raises(InvalidValue, match="candle interval"):

@@ -69,6 +69,20 @@ def test_interval_spellings_of_one_candle_are_one_identity(spellings: tuple[str,
     assert len(keys) == 1, keys
 
 
+def test_an_unquoted_tradingview_interval_is_the_same_identity_as_the_string() -> None:
+    # `"interval": {{interval}}` without quotes in an alert message arrives as a JSON number.
+    for number, text in ((1, "1m"), (60, "1h"), (240, "4h")):
+        assert (
+            identify(workflow(), candle(interval=number)).admission_key
+            == identify(workflow(), candle(interval=text)).admission_key
+        )
+    wf = workflow(validity_source_time="candle_close")
+    assert (
+        identify(wf, candle(interval=60)).source_time_ms
+        == identify(wf, candle(interval="1h")).source_time_ms
+    )
+
+
 def test_the_interval_is_canonical_in_the_key_and_the_digest() -> None:
     wf = workflow(immutable_fields=("side", "interval"))
     tv = identify(wf, candle(interval="60"))
