@@ -139,7 +139,7 @@ def produce_records(settings: Settings, records: list[tuple[str, bytes]]) -> Non
 class Running:
     """A processor in a thread that remembers what stopped it."""
 
-    def __init__(self, processor: ToyProcessor | Processor[Any, Any, Any]) -> None:
+    def __init__(self, processor: Processor[Any, Any, Any]) -> None:
         self.processor = processor
         self.error: BaseException | None = None
         self.thread = threading.Thread(target=self._run, daemon=True)
