@@ -222,7 +222,7 @@ class DeliveryRejected:
 
     Reasons (:mod:`streams.core.reasons`): ``beyond_horizon``, ``unknown_subscription``,
     ``missing_identity_fields``, ``invalid_field``, ``identity_mismatch``,
-    ``source_time_in_future``, ``payload_too_large``.
+    ``source_time_in_future``, ``payload_too_large``, ``cannot_be_recorded``.
     """
 
     delivery_id: str

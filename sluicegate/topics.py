@@ -1,9 +1,13 @@
 """The one declarative list of Sluicegate's topics, applied idempotently.
 
-``ensure_topics`` creates what is missing, raises the partition count where a topic has
-fewer than declared (never lowers it), and then checks that every co-partitioned group
-shares one partition count: the processor keeps state per input partition, so a delivery
-and the branch results of its run must land on the same partition number.
+``ensure_topics`` creates what is missing and never changes a topic that exists. The
+processor keeps state per input partition number, so the topics keyed by admission key (one
+co-partitioned group) must share one partition count *for the life of the deployment*: a
+delivery and the branch results of its run must land on the same partition number, and the
+same one as its earlier copies. Raising the count would move keys to partitions whose state
+never saw them, and their copies would be admitted again. So a topic missing from a group is
+created with the count its existing members have, and ``sluicegate topics ensure``
+(``require_declared_count``) refuses a ``SLUICEGATE_PARTITIONS`` that differs from it.
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ from dataclasses import dataclass
 
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
-from confluent_kafka.cimpl import NewPartitions, NewTopic
+from confluent_kafka.cimpl import NewTopic
 
 from sluicegate.config import Settings
 from sluicegate.errors import SluicegateError
@@ -70,24 +74,33 @@ def _wait(futures: Mapping[str, Future[object]], ignore: Iterable[str]) -> None:
                 raise TopicError(f"topic {name}: {e.args[0].str()}") from e
 
 
-def ensure_topics(settings: Settings, timeout_s: float = 30.0) -> dict[str, int]:
-    """Create or widen every declared topic; return full name -> partition count.
+def ensure_topics(
+    settings: Settings, timeout_s: float = 30.0, *, require_declared_count: bool = False
+) -> dict[str, int]:
+    """Create every declared topic that is missing; return full name -> partition count.
 
-    Raises :class:`TopicError` if a co-partitioned group disagrees after the change (for
-    example a topic created by hand with more partitions): fix it by giving every topic of
-    the group the same count, or by choosing another ``SLUICEGATE_TOPIC_PREFIX``.
+    Existing topics are never altered. A missing member of a co-partitioned group gets the
+    count of the group's existing members (``SLUICEGATE_PARTITIONS`` only when none exists).
+    Raises :class:`TopicError` if a group's existing topics disagree (for example one
+    created or altered by hand), and, with ``require_declared_count``, if an existing keyed
+    topic's count is not ``SLUICEGATE_PARTITIONS``; the message says how to migrate.
     """
     admin = AdminClient(settings.kafka_config())
     wanted = {settings.topic(s.name): s for s in TOPICS}
     try:
-        existing = admin.list_topics(timeout=timeout_s).topics
+        metadata = admin.list_topics(timeout=timeout_s).topics
     except KafkaException as e:
         raise TopicError(f"cannot reach Kafka at {settings.kafka}: {e.args[0].str()}") from e
+    existing = {name: len(metadata[name].partitions) for name in wanted if name in metadata}
+    group_counts = _existing_group_counts(existing, settings)
+    if require_declared_count:
+        _require_declared_count(existing, settings)
 
     missing = [
         NewTopic(
             name,
-            num_partitions=spec.partitions or settings.partitions,
+            num_partitions=spec.partitions
+            or group_counts.get(spec.copartition_group or "", settings.partitions),
             replication_factor=-1,
             config=spec.config(),
         )
@@ -96,18 +109,37 @@ def ensure_topics(settings: Settings, timeout_s: float = 30.0) -> dict[str, int]
     ]
     if missing:
         _wait(admin.create_topics(missing, request_timeout=timeout_s), ["TOPIC_ALREADY_EXISTS"])
-
     counts = _partition_counts(admin, wanted, timeout_s)
-    grow = [
-        NewPartitions(name, spec.partitions or settings.partitions)
-        for name, spec in wanted.items()
-        if counts[name] < (spec.partitions or settings.partitions)
-    ]
-    if grow:
-        _wait(admin.create_partitions(grow, request_timeout=timeout_s), [])
-        counts = _partition_counts(admin, wanted, timeout_s)
     check_copartitioning(counts, settings)
     return counts
+
+
+def _existing_group_counts(existing: dict[str, int], settings: Settings) -> dict[str, int]:
+    """Each co-partitioned group's count, from its existing topics (which must agree)."""
+    members: dict[str, dict[str, int]] = {}
+    for spec in TOPICS:
+        name = settings.topic(spec.name)
+        if spec.copartition_group and name in existing:
+            members.setdefault(spec.copartition_group, {})[name] = existing[name]
+    for group, counts in members.items():
+        _require_one_count(group, counts)
+    return {group: next(iter(counts.values())) for group, counts in members.items()}
+
+
+def _require_declared_count(existing: dict[str, int], settings: Settings) -> None:
+    for spec in TOPICS:
+        name = settings.topic(spec.name)
+        count = existing.get(name)
+        if spec.copartition_group and count is not None and count != settings.partitions:
+            raise TopicError(
+                f"{name} has {count} partitions, but SLUICEGATE_PARTITIONS is "
+                f"{settings.partitions}. Partition counts of keyed topics are never changed: "
+                "state is kept per partition number, so keys would move and their copies "
+                f"would be admitted again. Keep SLUICEGATE_PARTITIONS={count} for this "
+                "deployment; to change the count, start a new deployment under a new "
+                f"SLUICEGATE_TOPIC_PREFIX with SLUICEGATE_PARTITIONS={settings.partitions} "
+                "and replay the deliveries into it"
+            )
 
 
 def _partition_counts(
@@ -148,9 +180,14 @@ def check_copartitioning(counts: dict[str, int], settings: Settings) -> None:
             name = settings.topic(spec.name)
             groups.setdefault(spec.copartition_group, {})[name] = counts[name]
     for group, members in groups.items():
-        if len(set(members.values())) > 1:
-            shown = ", ".join(f"{n}={c}" for n, c in sorted(members.items()))
-            raise TopicError(
-                f"co-partitioned group {group!r} has different partition counts ({shown}); "
-                "give them one count or use a fresh SLUICEGATE_TOPIC_PREFIX"
-            )
+        _require_one_count(group, members)
+
+
+def _require_one_count(group: str, members: dict[str, int]) -> None:
+    if len(set(members.values())) > 1:
+        shown = ", ".join(f"{n}={c}" for n, c in sorted(members.items()))
+        raise TopicError(
+            f"co-partitioned group {group!r} has different partition counts ({shown}), so "
+            "keys no longer meet their state; no processor will run on them. Start a new "
+            "deployment under a new SLUICEGATE_TOPIC_PREFIX and replay the deliveries into it"
+        )

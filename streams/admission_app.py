@@ -5,6 +5,11 @@ Inputs (co-partitioned, keyed by admission key): ``deliveries`` (``AdmitDelivery
 ``tasks`` gets ``BranchLaunched``/``BranchRelaunched`` (the branch workers' queue); ``runs``
 gets every other event, including each *accepted* branch report once, so that downstream
 readers count a (run, slot) result once however often a worker repeated it.
+
+A delivery whose admission can never be recorded (its run or state over Kafka's message size
+limit) is answered ``DeliveryRejected(reason="cannot_be_recorded")`` and dead-lettered by the
+engine, so that a sender waiting with ``?wait=`` gets an answer; a rerun request likewise gets
+``RerunRejected(reason="cannot_be_recorded")``.
 """
 
 from __future__ import annotations
@@ -21,17 +26,21 @@ from schemas.events import (
     BranchRelaunched,
     BranchSkipped,
     BranchStarted,
+    DeliveryRejected,
+    RerunRejected,
     WorkflowRevised,
 )
 from sluicegate.config import Settings
 from streams.core import admission
 from streams.core.admission import Admit, CheckTimers, OccurrenceState, RecordBranchReport, Rerun
+from streams.core.reasons import CANNOT_BE_RECORDED
 from streams.core.state_codec import decode_state, encode_state
 from streams.engine.app import InputError, Route
 from streams.workflow_table import WorkflowTable
 
 _REPORTS = (BranchStarted, BranchCompleted, BranchFailed, BranchSkipped)
 _TASKS = (BranchLaunched, BranchRelaunched)
+_DETAIL_CHARS = 500
 
 
 class AdmissionApp:
@@ -115,3 +124,32 @@ class AdmissionApp:
 
     def decode_state(self, data: bytes) -> OccurrenceState:
         return decode_state(data)
+
+    def undecidable(
+        self, record: object, reason: str, now_ms: int
+    ) -> Sequence[admission.AdmissionEvent]:
+        detail = f"the admission could not be recorded: {reason}"[:_DETAIL_CHARS]
+        if isinstance(record, AdmitDelivery):
+            return [
+                DeliveryRejected(
+                    delivery_id=record.delivery_id,
+                    admission_key=record.admission_key,
+                    subscription=record.subscription,
+                    environment=record.environment,
+                    reason=CANNOT_BE_RECORDED,
+                    detail=detail,
+                    received_at_ms=record.received_at_ms,
+                    decided_at_ms=now_ms,
+                )
+            ]
+        if isinstance(record, AuthorizeRerun):
+            return [
+                RerunRejected(
+                    request_id=record.request_id,
+                    admission_key=record.admission_key,
+                    run_id=record.run_id,
+                    reason=CANNOT_BE_RECORDED,
+                    decided_at_ms=now_ms,
+                )
+            ]
+        return []

@@ -31,3 +31,23 @@ class ProcessorFenced(StreamsError):
 
 class StateRestoreError(StreamsError):
     """A partition's state could not be restored from its changelog; processing must not start."""
+
+
+class PartitionCountChanged(StreamsError):
+    """Co-partitioned topics disagree on their partition count, or differ from the count the
+    state was written with. Processing must not start: keys would have moved to partitions
+    whose state never saw them, and their copies would be admitted again.
+
+    Partition counts of keyed topics are fixed for the life of a deployment. To change one,
+    start a new deployment under a new ``SLUICEGATE_TOPIC_PREFIX`` with the new
+    ``SLUICEGATE_PARTITIONS`` and replay the deliveries into it.
+    """
+
+
+class TransactionUnresolved(StreamsError):
+    """A transaction could neither be committed nor aborted in time (or a rewind after an
+    abort failed); the instance stops rather than risk skipping undecided records.
+
+    Restart the instance with the same ``--instance-id``: initialising its transactions
+    aborts (or completes) the open one, and its state is restored from the changelog.
+    """

@@ -17,7 +17,11 @@ from sluicegate.topics import ensure_topics
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     topics = subparsers.add_parser("topics", help="Kafka topic administration")
     tsub = topics.add_subparsers(dest="topics_command", metavar="ACTION", required=True)
-    ensure = tsub.add_parser("ensure", help="create or widen every declared topic (idempotent)")
+    ensure = tsub.add_parser(
+        "ensure",
+        help="create every missing topic (idempotent); refuses a SLUICEGATE_PARTITIONS "
+        "that differs from the existing keyed topics' count",
+    )
     ensure.add_argument("--json", action="store_true")
     ensure.set_defaults(func=cmd_topics_ensure)
 
@@ -40,7 +44,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def cmd_topics_ensure(args: argparse.Namespace) -> int:
-    counts = ensure_topics(load_settings())
+    counts = ensure_topics(load_settings(), require_declared_count=True)
     if args.json:
         sys.stdout.write(orjson.dumps(counts).decode() + "\n")
     else:

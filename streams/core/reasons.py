@@ -21,6 +21,9 @@ REJECT_SOURCE_TIME_IN_FUTURE = "source_time_in_future"
 """The source time is later than ``now + clock_uncertainty``."""
 REJECT_PAYLOAD_TOO_LARGE = "payload_too_large"
 """The payload, as canonical JSON, is larger than admission keeps."""
+CANNOT_BE_RECORDED = "cannot_be_recorded"
+"""The decision's events or state could not be written (e.g. over the broker's message size):
+the engine dead-lettered the input and answered it with this reason (deliveries and reruns)."""
 
 DELIVERY_REJECTION_REASONS = (
     REJECT_UNKNOWN_SUBSCRIPTION,
@@ -30,6 +33,7 @@ DELIVERY_REJECTION_REASONS = (
     REJECT_BEYOND_HORIZON,
     REJECT_SOURCE_TIME_IN_FUTURE,
     REJECT_PAYLOAD_TOO_LARGE,
+    CANNOT_BE_RECORDED,
 )
 """Every ``DeliveryRejected.reason``."""
 
@@ -50,5 +54,6 @@ RERUN_REJECTION_REASONS = (
     RERUN_MISSING_REASON,
     RERUN_INVALID_REQUEST,
     RERUN_LIMIT,
+    CANNOT_BE_RECORDED,
 )
 """Every ``RerunRejected.reason``."""

@@ -36,7 +36,8 @@ class StreamApp(Protocol, Generic[S, C, E]):
     Contract: ``decide`` and ``evolve`` are pure and deterministic given ``now``; the engine
     folds every event ``decide`` returns through ``evolve`` before the next command of the
     same key, produces it to ``route(event)`` (``None``: state only), and commits the events,
-    the state change and the input offset in one Kafka transaction.
+    the state change and the input offset in one Kafka transaction. A record whose decision
+    can never be produced gets ``undecidable(record, reason, now)`` instead.
     """
 
     name: str
@@ -72,3 +73,13 @@ class StreamApp(Protocol, Generic[S, C, E]):
     def encode_state(self, state: S) -> bytes: ...
 
     def decode_state(self, data: bytes) -> S: ...
+
+    def undecidable(self, record: object, reason: str, now_ms: int) -> Sequence[E]:
+        """The outcome events for a decoded input record that can never be recorded.
+
+        Called when deciding ``record`` produces something Kafka will never accept (for
+        example an event or a state over ``message.max.bytes``, ``reason`` says which). The
+        engine dead-letters the record with ``reason`` and its original bytes and produces
+        these events (routed by :meth:`route`, not folded into any state) in its place, so
+        that whoever waits for an answer gets one. Return ``[]`` for no answer.
+        """

@@ -1,23 +1,35 @@
 """State of one input partition: RocksDB (rocksdict) plus a write buffer for the open batch.
 
-Keys are ``s/<state key>`` for an aggregate's encoded state and ``t/<due ms, 13 digits>/<state
-key>`` for its next timer. Writes go to the buffer while a Kafka transaction is open; they
-reach RocksDB only after that transaction committed (:meth:`apply`), and an aborted
-transaction simply :meth:`discard`\\ s them. So RocksDB holds committed state only, and the
-buffer is what the changelog records of the open transaction carry.
+Keys are ``s/<state key>`` for an aggregate's encoded state, ``t/<due ms, 13 digits>/<state
+key>`` for its next timer and ``m/<name>`` for the engine's own metadata (``m/partitions``: the
+partition count the changelog partition was written with). Writes go to the buffer while a
+Kafka transaction is open; they reach RocksDB only after that transaction committed
+(:meth:`apply`), and an aborted transaction simply :meth:`discard`\\ s them. So RocksDB holds
+committed state only, and the buffer is what the changelog records of the open transaction
+carry.
 """
 
 from __future__ import annotations
 
+import logging
 import shutil
 from collections.abc import Iterable
 from pathlib import Path
 
 from rocksdict import Options, Rdict, WriteBatch
 
+log = logging.getLogger("sluicegate.processor")
+
 STATE_PREFIX = "s/"
 TIMER_PREFIX = "t/"
+META_PREFIX = "m/"
+PARTITIONS_KEY = META_PREFIX + "partitions"
 _DUE_WIDTH = 13
+MAX_DUE_MS = 10**_DUE_WIDTH - 1
+"""The latest due time a timer key can hold (year 2286); later ones are clamped to it, so a
+key never outgrows its width and sorts before the present (it would fire on every batch)."""
+
+_clamped_once = False
 
 
 def state_key(key: str) -> str:
@@ -25,7 +37,23 @@ def state_key(key: str) -> str:
 
 
 def timer_key(due_ms: int, key: str) -> str:
+    """``t/<due>/<key>``, ``due`` zero-padded to 13 digits and clamped to ``[0, MAX_DUE_MS]``."""
+    if due_ms > MAX_DUE_MS:
+        _warn_clamped(due_ms, key)
+        due_ms = MAX_DUE_MS
     return f"{TIMER_PREFIX}{max(due_ms, 0):0{_DUE_WIDTH}d}/{key}"
+
+
+def _warn_clamped(due_ms: int, key: str) -> None:
+    global _clamped_once  # noqa: PLW0603 - one warning per process is the point
+    if not _clamped_once:
+        _clamped_once = True
+        log.warning(
+            "timer for %s due at %d ms is past year 2286; kept at %d (logged once)",
+            key,
+            due_ms,
+            MAX_DUE_MS,
+        )
 
 
 def parse_timer_key(store_key: str) -> tuple[int, str]:

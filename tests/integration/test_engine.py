@@ -1,8 +1,8 @@
 """The exactly-once engine on the real broker, with a toy application.
 
-The toy app admits each record id once per key (a miniature of run admission) and fires a
-timer per key: enough to see exactly-once output, state restore and timers, without the
-admission core.
+The toy app (``tests/engine_toy.py``) admits each record id once per key (a miniature of run
+admission) and fires a timer per key: enough to see exactly-once output, state restore and
+timers, without the admission core.
 """
 
 from __future__ import annotations
@@ -10,101 +10,17 @@ from __future__ import annotations
 import json
 import random
 import threading
-from collections import Counter
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterator
 
 import pytest
-from confluent_kafka import Producer
 
 from sluicegate.config import Settings
-from streams.engine.app import InputError, Route
 from streams.engine.processor import Processor
 from streams.errors import ProcessorFenced
+from tests.engine_toy import ToyApp, admitted, produce_records, start
 from tests.kafka_helpers import create_topics, read_topic, unique_settings, wait_until
 
 pytestmark = pytest.mark.integration
-
-
-@dataclass(frozen=True)
-class ToyState:
-    seen: tuple[str, ...]
-    due_ms: int | None
-
-
-@dataclass(frozen=True)
-class Admitted:
-    key: str
-    record_id: str
-    at_ms: int
-
-
-@dataclass(frozen=True)
-class Ticked:
-    key: str
-    at_ms: int
-
-
-ToyEvent = Admitted | Ticked
-
-
-class ToyApp:
-    name = "toy"
-
-    def __init__(self, settings: Settings) -> None:
-        self.input_topics: Sequence[str] = (settings.topic("in"),)
-        self.changelog_topic = settings.topic("changelog")
-        self.out = settings.topic("out")
-
-    def decode_input(self, data: bytes) -> object:
-        try:
-            return json.loads(data)
-        except ValueError as e:
-            raise InputError(str(e)) from e
-
-    def encode_event(self, event: ToyEvent) -> bytes:
-        kind = "admitted" if isinstance(event, Admitted) else "ticked"
-        return json.dumps({"kind": kind, **event.__dict__}).encode()
-
-    def prepare(self, records: Sequence[object], now_ms: int) -> None:
-        return None
-
-    def to_command(self, record: object) -> dict[str, str] | None:
-        return record if isinstance(record, dict) else None
-
-    def timer_command(self) -> dict[str, str]:
-        return {"tick": "yes"}
-
-    def decide(
-        self, state: ToyState | None, command: dict[str, str], now_ms: int
-    ) -> Sequence[ToyEvent]:
-        if "tick" in command:
-            if state is not None and state.due_ms is not None and state.due_ms <= now_ms:
-                return [Ticked(key="", at_ms=now_ms)]
-            return []
-        if state is not None and command["id"] in state.seen:
-            return []
-        return [Admitted(key=command["key"], record_id=command["id"], at_ms=now_ms)]
-
-    def evolve(self, state: ToyState | None, event: ToyEvent) -> ToyState | None:
-        if isinstance(event, Ticked):
-            return ToyState(seen=state.seen if state else (), due_ms=None)
-        seen = (state.seen if state else ()) + (event.record_id,)
-        first_due = event.at_ms + 50 if state is None else state.due_ms
-        return ToyState(seen=seen, due_ms=first_due)
-
-    def next_due_ms(self, state: ToyState) -> int | None:
-        return state.due_ms
-
-    def route(self, event: ToyEvent) -> Route | None:
-        return Route(self.out, getattr(event, "key", "") or "tick")
-
-    def encode_state(self, state: ToyState) -> bytes:
-        return json.dumps({"seen": list(state.seen), "due": state.due_ms}).encode()
-
-    def decode_state(self, data: bytes) -> ToyState:
-        raw = json.loads(data)
-        return ToyState(seen=tuple(raw["seen"]), due_ms=raw["due"])
 
 
 @pytest.fixture()
@@ -120,28 +36,6 @@ def toy() -> Iterator[tuple[Settings, ToyApp]]:
         ],
     )
     yield settings, ToyApp(settings)
-
-
-def produce_records(settings: Settings, records: list[tuple[str, bytes]]) -> None:
-    producer = Producer(settings.producer_config(**{"enable.idempotence": True}))
-    for key, value in records:
-        producer.produce(settings.topic("in"), key=key.encode(), value=value)
-    assert producer.flush(30) == 0
-
-
-def start(processor: Processor[ToyState, dict[str, str], ToyEvent]) -> threading.Thread:
-    thread = threading.Thread(target=processor.run, daemon=True)
-    thread.start()
-    return thread
-
-
-def admitted(settings: Settings) -> Counter[str]:
-    out = Counter[str]()
-    for msg in read_topic(settings, settings.topic("out")):
-        body = json.loads(msg.value() or b"{}")
-        if body["kind"] == "admitted":
-            out[body["record_id"]] += 1
-    return out
 
 
 def test_duplicates_are_admitted_once_across_a_restart(toy: tuple[Settings, ToyApp]) -> None:

@@ -1,0 +1,146 @@
+"""The partitions an instance holds: their stores, committed offsets and partition count.
+
+:meth:`Assignment.assign` runs in the rebalance callback (``restore.py`` has the order and
+why it makes state and offsets describe the same batch) and ends by assigning the consumer
+at exactly the committed offsets it read. From then on the offsets are tracked here: every
+commit advances them, and an aborted transaction seeks back to them (:meth:`rewind`), so no
+committed-offset read is needed after an abort.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from confluent_kafka import Consumer, KafkaException, TopicPartition
+
+from streams.engine.batch import Item, ProcessorStats, restored
+from streams.engine.restore import MIGRATE, Restorer
+from streams.engine.store import PARTITIONS_KEY, PartitionStore
+from streams.errors import PartitionCountChanged, TransactionUnresolved
+
+log = logging.getLogger("sluicegate.processor")
+
+_SEEK_ATTEMPTS = 5
+
+
+class Assignment:
+    def __init__(
+        self,
+        restorer: Restorer,
+        input_topics: Sequence[str],
+        changelog_topic: str,
+        state_dir: Path,
+        who: str,
+    ) -> None:
+        self.restorer = restorer
+        self.input_topics = list(input_topics)
+        self.changelog_topic = changelog_topic
+        self.state_dir = state_dir
+        self.who = who
+        self.stores: dict[int, PartitionStore] = {}
+        self.offsets: dict[tuple[str, int], int] = {}  # committed, of every assigned partition
+        self.partitions = 0  # the co-partitioned topics' count when assigned
+        self.unrecorded: set[int] = set()  # changelog partitions without m/partitions yet
+
+    def assign(
+        self, consumer: Consumer, partitions: Sequence[TopicPartition], stats: ProcessorStats
+    ) -> None:
+        """Check counts, read stable offsets, restore every store, assign at those offsets."""
+        started = time.monotonic()
+        deadline = started + self.restorer.bound_s
+        self.partitions = self.restorer.common_count([*self.input_topics, self.changelog_topic])
+        committed = self.restorer.committed(consumer, partitions, deadline)
+        count = 0
+        for partition in sorted({tp.partition for tp in partitions} - set(self.stores)):
+            store, records = self.restorer.restore(
+                self.changelog_topic,
+                partition,
+                self.state_dir / f"p{partition}",
+                self.partitions,
+                deadline,
+            )
+            self.stores[partition] = store
+            count += records
+            if store.get(PARTITIONS_KEY) is None:
+                self.unrecorded.add(partition)
+        positions = [
+            TopicPartition(t, p, self.restorer.low_watermark(t, p) if o is None else o)
+            for (t, p), o in committed.items()
+        ]
+        self.offsets.update({(tp.topic, tp.partition): tp.offset for tp in positions})
+        consumer.assign(positions)
+        elapsed = time.monotonic() - started
+        restored(stats, count, elapsed, sorted(self.stores))
+        log.info("assigned %s: restored %d records in %.2f s", stats.assigned, count, elapsed)
+
+    def revoke(self, partitions: Sequence[TopicPartition], stats: ProcessorStats) -> None:
+        for tp in partitions:
+            self.offsets.pop((tp.topic, tp.partition), None)
+        for partition in sorted({tp.partition for tp in partitions}):
+            store = self.stores.pop(partition, None)
+            if store is not None:
+                store.close()
+            self.unrecorded.discard(partition)
+        stats.assigned = sorted(self.stores)
+        log.info("revoked; now holding %s", stats.assigned)
+
+    def close(self) -> None:
+        for store in self.stores.values():
+            store.close()
+        self.stores.clear()
+
+    def check_counts(self) -> None:
+        """Stop (before anything is decided) if an input topic's count changed since."""
+        counts = self.restorer.partition_counts(self.input_topics)
+        changed = {t: n for t, n in counts.items() if n != self.partitions}
+        if changed:
+            shown = ", ".join(f"{t} now has {n}" for t, n in changed.items())
+            raise PartitionCountChanged(
+                f"the state of {self.who} was restored for {self.partitions} partitions, but "
+                f"{shown}: keys have moved, so this instance stops before deciding anything; "
+                f"{MIGRATE}"
+            )
+
+    def record_partition_count(self) -> None:
+        """Buffer ``m/partitions`` into every store that has not recorded it yet."""
+        for partition in self.unrecorded:
+            self.stores[partition].put(PARTITIONS_KEY, str(self.partitions).encode())
+
+    def offsets_after(self, items: Sequence[Item]) -> dict[tuple[str, int], int]:
+        """Every assigned partition's offset once ``items`` are committed."""
+        offsets = dict(self.offsets)
+        for item in items:
+            record = item.input
+            if record is not None:
+                offsets[(record.topic, record.partition)] = record.offset + 1
+        return offsets
+
+    def committed(self, offsets: dict[tuple[str, int], int]) -> None:
+        for store in self.stores.values():
+            store.apply()
+        self.offsets = offsets
+        self.unrecorded.clear()
+
+    def discard(self) -> None:
+        for store in self.stores.values():
+            store.discard()
+
+    def rewind(self, consumer: Consumer) -> None:
+        """Seek every assigned partition back to its committed offset, or stop the instance."""
+        for (topic, partition), offset in self.offsets.items():
+            for attempt in range(_SEEK_ATTEMPTS):
+                try:
+                    consumer.seek(TopicPartition(topic, partition, offset))
+                    break
+                except KafkaException as e:
+                    err = e.args[0]
+                    if not err.retriable() or attempt == _SEEK_ATTEMPTS - 1:
+                        raise TransactionUnresolved(
+                            f"cannot seek {topic}[{partition}] back to {offset} after an abort "
+                            f"({err.str()}); this instance stops so that no record is skipped: "
+                            "restart it with the same --instance-id"
+                        ) from e
+                    time.sleep(0.05 * 2**attempt)

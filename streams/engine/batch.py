@@ -1,0 +1,138 @@
+"""What a transaction decides: input records, due timers, and isolated poison records.
+
+Items keep their order: due timers first, then the inputs in consumption order, so any prefix
+of a batch is itself a valid batch (the per-partition order and the offsets to commit follow
+from it). That is what lets the processor decide a batch in parts to isolate a record.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from confluent_kafka import KafkaError, Message
+
+from streams.engine.app import InputError, StreamApp
+from streams.errors import FatalKafkaError
+
+log = logging.getLogger("sluicegate.processor")
+
+
+@dataclass(frozen=True)
+class Input:
+    """A consumed record; ``record`` is ``None`` when it could not be read (``problem``)."""
+
+    message: Message
+    topic: str
+    partition: int
+    offset: int
+    key: str
+    record: object | None
+    problem: str | None
+
+    @property
+    def input(self) -> Input:
+        return self
+
+    def origin(self) -> str:
+        return f"{self.topic}[{self.partition}]@{self.offset}"
+
+
+@dataclass(frozen=True)
+class Timer:
+    """A due timer: the store key of the timer entry and the state key it fires for."""
+
+    partition: int
+    timer: str
+    key: str
+
+    @property
+    def input(self) -> None:
+        return None
+
+    def origin(self) -> str:
+        return f"timer {self.timer} (partition {self.partition})"
+
+
+@dataclass(frozen=True)
+class Isolated:
+    """An item that can never be recorded, with the outcome it gets instead: a dead letter
+    with ``reason`` (and, unless ``bare``, its original bytes and the app's events for it);
+    ``silent`` records nothing but its offset (the last resort)."""
+
+    item: Input | Timer
+    reason: str
+    bare: bool
+    silent: bool = False
+
+    @property
+    def input(self) -> Input | None:
+        return self.item.input
+
+    def origin(self) -> str:
+        return self.item.origin()
+
+
+Item = Input | Timer | Isolated
+
+
+@dataclass
+class ProcessorStats:
+    """Counters an operator (and the drills) can read; updated after each commit."""
+
+    records: int = 0
+    events: int = 0
+    timers_fired: int = 0
+    batches: int = 0
+    aborts: int = 0
+    dead_letters: int = 0
+    isolated: int = 0
+    restored_records: int = 0
+    restore_seconds: float = 0.0
+    assigned: list[int] = field(default_factory=list)
+
+    def count(self, items: Sequence[Item], events: int) -> None:
+        """Count a committed transaction of ``items`` that produced ``events``."""
+        self.batches += 1
+        self.events += events
+        for item in items:
+            if item.input is not None:
+                self.records += 1
+            if isinstance(item, Timer):
+                self.timers_fired += 1
+            elif isinstance(item, Isolated):
+                self.isolated += 1
+                self.dead_letters += 0 if item.silent else 1
+            elif item.record is None:
+                self.dead_letters += 1
+
+
+def restored(stats: ProcessorStats, records: int, seconds: float, assigned: list[int]) -> None:
+    stats.restored_records += records
+    stats.restore_seconds += seconds
+    stats.assigned = assigned
+
+
+def read(app: StreamApp[Any, Any, Any], msg: Message, stores: Mapping[int, object]) -> Input | None:
+    """The item for a consumed message; ``None`` for events and foreign partitions."""
+    err = msg.error()
+    if err is not None:
+        if err.code() == KafkaError._PARTITION_EOF:
+            return None
+        if err.fatal():
+            raise FatalKafkaError(f"consumer: {err.str()}")
+        log.warning("consumer error (librdkafka retries): %s", err.str())
+        return None
+    topic, partition, offset = msg.topic(), msg.partition(), msg.offset()
+    if topic is None or partition is None or offset is None or partition not in stores:
+        return None
+    raw_key, value = msg.key(), msg.value()
+    key = "" if raw_key is None else bytes(raw_key).decode("utf-8", errors="replace")
+    if raw_key is None or value is None:
+        return Input(msg, topic, partition, offset, key, None, "record without key or value")
+    try:
+        return Input(msg, topic, partition, offset, key, app.decode_input(value), None)
+    except InputError as e:
+        return Input(msg, topic, partition, offset, key, None, str(e))

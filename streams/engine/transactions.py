@@ -1,0 +1,169 @@
+"""Transaction calls on the producer, with librdkafka's error rules applied.
+
+librdkafka marks every transactional error *retriable* (call the same API again: a timed-out
+``commit_transaction`` or ``abort_transaction`` resumes the call in progress), *abortable*
+(``txn_requires_abort``: abort, then begin anew) or *fatal* (the producer is unusable).
+After a timed-out commit only a retried commit is allowed (an abort is refused while a commit
+is in progress), so a commit is resumed until it succeeds, needs an abort, or its deadline
+passes; then :class:`~streams.errors.TransactionUnresolved` stops the instance, and the
+restart with the same transactional id completes or aborts the transaction.
+
+A record the broker or the client will never accept (too large, invalid) is *unrecordable*:
+the whole transaction is aborted as usual, and the processor isolates the input that made it
+(:class:`Unrecordable` carries the reason).
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import time
+from collections.abc import Callable, Sequence
+
+from confluent_kafka import KafkaError, KafkaException, Producer, TopicPartition
+
+from streams.errors import (
+    FatalKafkaError,
+    KafkaUnavailable,
+    ProcessorFenced,
+    TransactionUnresolved,
+)
+
+log = logging.getLogger("sluicegate.processor")
+
+FENCED_CODES = frozenset(
+    {
+        KafkaError._FENCED,
+        KafkaError.PRODUCER_FENCED,
+        KafkaError.INVALID_PRODUCER_EPOCH,
+        KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+    }
+)
+UNRECORDABLE_CODES = frozenset(
+    {KafkaError.MSG_SIZE_TOO_LARGE, KafkaError.RECORD_LIST_TOO_LARGE, KafkaError.INVALID_RECORD}
+)
+STALE_GENERATION_CODES = frozenset(
+    {
+        KafkaError.ILLEGAL_GENERATION,
+        KafkaError.UNKNOWN_MEMBER_ID,
+        KafkaError.FENCED_INSTANCE_ID,
+        KafkaError.REBALANCE_IN_PROGRESS,
+    }
+)
+
+
+class Failure(enum.Enum):
+    RETRY = "retry"
+    ABORT = "abort"
+    UNRECORDABLE = "unrecordable"
+    FENCED = "fenced"
+    FATAL = "fatal"
+
+
+def classify(err: KafkaError) -> Failure:
+    """What to do about ``err``; an unknown non-retriable error aborts the transaction."""
+    if err.code() in FENCED_CODES:
+        return Failure.FENCED
+    if err.fatal():
+        return Failure.FATAL
+    if err.code() in UNRECORDABLE_CODES:
+        return Failure.UNRECORDABLE
+    if err.txn_requires_abort():
+        return Failure.ABORT
+    if err.retriable():
+        return Failure.RETRY
+    return Failure.ABORT
+
+
+class Unrecordable(Exception):
+    """A record of the transaction can never be produced; the transaction was aborted."""
+
+
+def describe(err: KafkaError) -> str:
+    """``CODE_NAME: message``: the reason a dead letter or an outcome carries."""
+    return f"{err.name()}: {err.str()}"
+
+
+def _remaining(deadline: float) -> float:
+    return max(0.1, deadline - time.monotonic())
+
+
+def _resume(call: Callable[[float], object], deadline: float, what: str) -> None:
+    """Call ``call(timeout)`` until it succeeds; a retriable error resumes it until
+    ``deadline``, then :class:`TransactionUnresolved`. Any other error is raised."""
+    backoff = 0.05
+    while True:
+        try:
+            call(_remaining(deadline))
+            return
+        except KafkaException as e:
+            err = e.args[0]
+            if classify(err) is not Failure.RETRY:
+                raise
+            if time.monotonic() >= deadline:
+                raise TransactionUnresolved(
+                    f"{what} did not complete in time (last: {err.str()}); this instance stops "
+                    "so that nothing is skipped: restart it with the same --instance-id"
+                ) from e
+            log.warning("%s: %s; resuming", what, err.str())
+            time.sleep(backoff)
+            backoff = min(backoff * 2, 1.0)
+
+
+def send_offsets(
+    producer: Producer, offsets: Sequence[TopicPartition], metadata: object, deadline: float
+) -> None:
+    """Register ``offsets`` with the group metadata; retried with identical arguments.
+
+    A retriable error past ``deadline`` is raised as it is (the transaction can still be
+    aborted: no commit has started).
+    """
+    backoff = 0.05
+    while True:
+        try:
+            producer.send_offsets_to_transaction(list(offsets), metadata, _remaining(deadline))
+            return
+        except KafkaException as e:
+            if classify(e.args[0]) is not Failure.RETRY or time.monotonic() >= deadline:
+                raise
+            time.sleep(backoff)
+            backoff = min(backoff * 2, 1.0)
+
+
+def commit(producer: Producer, deadline: float) -> None:
+    """Commit, resuming a timed-out commit until ``deadline`` (never aborting it)."""
+    _resume(producer.commit_transaction, deadline, "committing the transaction")
+
+
+def abort(producer: Producer, deadline: float) -> None:
+    """Abort, resuming a timed-out abort. An abort librdkafka refuses (a commit is in
+    progress) is :class:`TransactionUnresolved`: only a restart resolves it.
+
+    Outstanding messages are flushed first: aborting while they are in flight purges them
+    mid-request, which leaves the next transaction with skipped sequence numbers, or (if
+    their partitions were not yet added to the transaction) fails the abort with a fatal
+    ``INVALID_TXN_STATE``.
+    """
+    producer.flush(_remaining(deadline))
+    try:
+        _resume(producer.abort_transaction, deadline, "aborting the transaction")
+    except KafkaException as e:
+        if classify(e.args[0]) in (Failure.FENCED, Failure.FATAL):
+            raise
+        raise TransactionUnresolved(
+            f"the transaction could not be aborted ({e.args[0].str()}); this instance stops so "
+            "that nothing is skipped: restart it with the same --instance-id"
+        ) from e
+
+
+def translate(e: KafkaException, who: str, doing: str) -> Exception:
+    """The Sluicegate error for a fenced, fatal or otherwise unrecoverable driver error."""
+    err = e.args[0]
+    if err.code() in FENCED_CODES:
+        return ProcessorFenced(
+            f"{who} was fenced while {doing} ({err.str()}): another instance took over; "
+            "this one stops"
+        )
+    if err.fatal():
+        return FatalKafkaError(f"fatal Kafka error while {doing}: {err.str()}")
+    return KafkaUnavailable(f"Kafka error while {doing}: {err.str()}")

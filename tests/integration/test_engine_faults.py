@@ -1,0 +1,247 @@
+"""Transaction errors never advance offsets past undecided records (fault injection).
+
+The real producer and consumer are wrapped (``tests/faults.py``) so that one chosen call
+raises a chosen ``KafkaError``, or is slowed down; everything else reaches the broker.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections import Counter
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from confluent_kafka import KafkaError, KafkaException
+
+from sluicegate.config import Settings
+from streams.engine.processor import IN_PLACE_ATTEMPTS, Processor
+from tests.engine_toy import Running, ToyApp, ToyProcessor, admitted, produce_records, record
+from tests.faults import Faulty, kafka_error
+from tests.kafka_helpers import create_topics, unique_settings, wait_until
+
+pytestmark = pytest.mark.integration
+
+RECORDS = 300
+
+
+@pytest.fixture()
+def toy() -> Iterator[tuple[Settings, ToyApp]]:
+    settings = unique_settings(partitions=3)
+    create_topics(
+        settings,
+        [
+            (settings.topic("in"), 3, False),
+            (settings.topic("changelog"), 3, True),
+            (settings.topic("out"), 3, False),
+            (settings.topic("dead-letters"), 1, False),
+        ],
+    )
+    yield settings, ToyApp(settings)
+
+
+def faulty(processor: ToyProcessor) -> tuple[Faulty, Faulty]:
+    """Wrap the processor's real producer and consumer (before ``run``)."""
+    producer, consumer = Faulty(processor._producer), Faulty(processor._consumer)
+    processor._producer = producer  # type: ignore[assignment]
+    processor._consumer = consumer  # type: ignore[assignment]
+    return producer, consumer
+
+
+def backlog(settings: Settings, count: int = RECORDS) -> list[str]:
+    ids = [f"id-{n}" for n in range(count)]
+    produce_records(settings, [record(f"k{n % 30}", i) for n, i in enumerate(ids)])
+    return ids
+
+
+def decided_once(settings: Settings, ids: list[str], timeout_s: float) -> Counter[str]:
+    """Wait (up to ``timeout_s``) until every id is admitted; return the admitted counts."""
+    counts: Counter[str] = Counter()
+
+    def done() -> bool:
+        counts.clear()
+        counts.update(admitted(settings))
+        return set(counts) >= set(ids)
+
+    with contextlib.suppress(TimeoutError):
+        wait_until(done, timeout_s=timeout_s, interval_s=0.5)
+    return counts
+
+
+ABORTABLE = KafkaError._MSG_TIMED_OUT
+
+
+def abortable_commit_error() -> KafkaException:
+    return kafka_error(ABORTABLE, "injected: a produced message failed", txn_requires_abort=True)
+
+
+def test_an_aborted_batch_is_decided_again_never_skipped(toy: tuple[Settings, ToyApp]) -> None:
+    """One abortable commit error, and every seek back fails: the aborted records must
+    still be decided, exactly once."""
+    settings, app = toy
+    ids = backlog(settings)
+    processor: ToyProcessor = Processor(settings, app, instance_id="seek", batch_size=100)
+    producer, consumer = faulty(processor)
+    producer.plan("commit_transaction", abortable_commit_error())
+    seek_error = kafka_error(KafkaError._STATE, "injected: seek failed")
+    consumer.plan("seek", seek_error, seek_error, seek_error)
+    running = Running(processor)
+    counts = decided_once(settings, ids, timeout_s=30)
+    running.stop()
+    missing = set(ids) - set(counts)
+    twice = sum(c > 1 for c in counts.values())
+    print(
+        f"\none abort: aborts={processor.stats.aborts} seek faults={len(consumer.injected)} "
+        f"stopped={running.error!r}; missing={len(missing)} twice={twice}"
+    )
+    assert processor.stats.aborts == 1
+    assert not missing and set(counts.values()) == {1}
+    assert running.error is None
+
+
+@pytest.mark.parametrize("retriable", [True, False], ids=["retriable", "not-retriable"])
+def test_a_failed_seek_after_an_abort_never_skips_the_aborted_records(
+    toy: tuple[Settings, ToyApp], retriable: bool
+) -> None:
+    """The batch keeps aborting, so the consumer is sought back, and the seek fails: a
+    retriable failure is retried, any other stops the instance (whose restart with the same
+    id decides the rest); either way nothing is skipped."""
+    settings, app = toy
+    ids = backlog(settings)
+    processor: ToyProcessor = Processor(settings, app, instance_id="seek", batch_size=100)
+    producer, consumer = faulty(processor)
+    producer.plan(
+        "commit_transaction", *(abortable_commit_error() for _ in range(IN_PLACE_ATTEMPTS))
+    )
+    code = KafkaError._TIMED_OUT if retriable else KafkaError._STATE
+    seek_error = kafka_error(code, "injected: seek failed", retriable=retriable)
+    consumer.plan("seek", seek_error, seek_error, seek_error)
+    running = Running(processor)
+    with contextlib.suppress(TimeoutError):
+        wait_until(lambda: running.error is not None or processor.stats.records >= RECORDS, 30)
+    if running.error is not None:
+        # The instance stopped rather than skip anything; its restart decides the rest.
+        running.thread.join(30)
+        restarted = Running(Processor(settings, app, instance_id="seek", batch_size=100))
+        counts = decided_once(settings, ids, timeout_s=60)
+        restarted.stop()
+    else:
+        counts = decided_once(settings, ids, timeout_s=20)
+    running.stop()
+    missing = set(ids) - set(counts)
+    twice = sum(c > 1 for c in counts.values())
+    print(
+        f"\nseek faults injected={len(consumer.injected)} aborts={processor.stats.aborts} "
+        f"stopped={running.error!r}; missing={len(missing)} twice={twice}"
+    )
+    assert consumer.injected and processor.stats.aborts >= IN_PLACE_ATTEMPTS
+    assert not missing
+    assert set(counts.values()) == {1}
+    assert (running.error is None) == retriable
+
+
+class CommitThatTimesOut:
+    """A commit that really starts (no time budget, so it times out while in progress), then
+    ``fakes`` more timeouts as from a broker that does not answer in time, then the real
+    (resumed) call."""
+
+    def __init__(self, fakes: int) -> None:
+        self.fakes = fakes
+        self.started = False
+        self.real_timeouts = 0
+
+    def __call__(self, real: Any, *args: Any) -> Any:
+        if not self.started:
+            try:
+                result = real(0)
+            except KafkaException as e:
+                if not e.args[0].retriable():
+                    raise
+                self.started = True
+                self.real_timeouts += 1
+                raise
+            return result  # committed at once: try again with the next transaction
+        if self.fakes > 0:
+            self.fakes -= 1
+            raise kafka_error(KafkaError._TIMED_OUT, "injected: commit timed out", retriable=True)
+        return real(*args)
+
+
+def test_a_commit_that_keeps_timing_out_is_resumed_never_aborted(
+    toy: tuple[Settings, ToyApp],
+) -> None:
+    settings, app = toy
+    ids = backlog(settings)
+    processor: ToyProcessor = Processor(settings, app, instance_id="slow", batch_size=100)
+    producer, _ = faulty(processor)
+    commit = CommitThatTimesOut(fakes=10)
+    producer.around("commit_transaction", commit)
+    running = Running(processor)
+    counts = decided_once(settings, ids, timeout_s=60)
+    running.stop()
+    print(
+        f"\ncommit timeouts: real={commit.real_timeouts} injected={10 - commit.fakes}; "
+        f"aborts={processor.stats.aborts} stopped={running.error!r}; "
+        f"missing={len(set(ids) - set(counts))}"
+    )
+    assert commit.started and commit.fakes == 0
+    assert running.error is None
+    assert processor.stats.aborts == 0
+    assert set(counts) == set(ids) and set(counts.values()) == {1}
+
+
+def test_a_commit_that_never_completes_stops_the_instance(toy: tuple[Settings, ToyApp]) -> None:
+    settings, app = toy
+    ids = backlog(settings)
+    processor: ToyProcessor = Processor(settings, app, instance_id="stuck", batch_size=100)
+    producer, _ = faulty(processor)
+    commit = CommitThatTimesOut(fakes=10**6)
+    producer.around("commit_transaction", commit)
+    running = Running(processor)
+    wait_until(lambda: running.error is not None, timeout_s=120)
+    running.thread.join(30)
+    # The restart with the same id aborts (or finds committed) the open transaction.
+    restarted = Running(Processor(settings, app, instance_id="stuck", batch_size=100))
+    counts = decided_once(settings, ids, timeout_s=90)
+    restarted.stop()
+    print(f"\nstopped with {running.error!r}; missing={len(set(ids) - set(counts))}")
+    assert "instance-id" in str(running.error)
+    assert set(counts) == set(ids) and set(counts.values()) == {1}
+
+
+def test_a_slow_commit_does_not_shrink_the_batches(toy: tuple[Settings, ToyApp]) -> None:
+    settings, app = toy
+    ids = backlog(settings, 3000)
+    processor: ToyProcessor = Processor(
+        settings, app, instance_id="budget", batch_size=500, commit_interval_ms=100
+    )
+    producer, _ = faulty(processor)
+    per_transaction: list[int] = []
+    produced = [0]
+
+    def counting_produce(real: Any, topic: str, *args: Any, **kwargs: Any) -> Any:
+        if topic == settings.topic("out"):
+            produced[0] += 1
+        return real(topic, *args, **kwargs)
+
+    def slow_commit(real: Any, *args: Any) -> Any:
+        time.sleep(0.3)  # a slow broker: every commit takes three commit intervals
+        result = real(*args)
+        per_transaction.append(produced[0])
+        produced[0] = 0
+        return result
+
+    producer.around("produce", counting_produce)
+    producer.around("commit_transaction", slow_commit)
+    running = Running(processor)
+    counts = decided_once(settings, ids, timeout_s=300)
+    running.stop()
+    full = sorted(per_transaction)
+    median = full[len(full) // 2] if full else 0
+    print(
+        f"\nslow commits: {len(per_transaction)} transactions for {sum(per_transaction)} "
+        f"records; median {median} per transaction, smallest {full[:5]}, largest {full[-3:]}"
+    )
+    assert set(counts.values()) == {1} and set(counts) == set(ids)
+    assert median >= 250
