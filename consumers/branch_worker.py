@@ -41,7 +41,7 @@ from schemas.events import (
     BranchSkipped,
     BranchStarted,
 )
-from sluicegate.config import Settings
+from streams.settings import Settings
 
 log = logging.getLogger("sluicegate.worker")
 

@@ -31,7 +31,7 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 from projections import metrics, queries
 from projections.db import describe_dsn, schema_name
 from projections.errors import ProjectionUnavailable
-from sluicegate.config import Settings
+from streams.settings import Settings
 
 _T = TypeVar("_T")
 

@@ -44,8 +44,8 @@ from projections.model import RowOp
 from projections.store import Offsets, Store
 from schemas.codec import decode
 from schemas.errors import SchemaError
-from sluicegate.config import KafkaConfig, Settings
 from sluicegate.topics import TOPICS
+from streams.settings import KafkaConfig, Settings
 
 log = logging.getLogger("sluicegate.projector")
 

@@ -19,7 +19,7 @@ from psycopg.rows import dict_row
 
 from projections.db import connect, describe_dsn, schema_exists, schema_name
 from projections.errors import ProjectionUnavailable
-from sluicegate.config import Settings
+from streams.settings import Settings
 
 Json = dict[str, Any]
 

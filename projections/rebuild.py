@@ -36,7 +36,7 @@ from projections.model import META_TABLES, TABLES
 from projections.progress import Progress
 from projections.projector import Projector
 from projections.store import Offsets
-from sluicegate.config import Settings
+from streams.settings import Settings
 
 DiffKind = Literal["changed", "only_live", "only_rebuilt"]
 

@@ -33,10 +33,10 @@ from projections.queries import iso
 from schemas.codec import decode, to_json_dict
 from schemas.errors import SchemaError
 from schemas.registry import RECORD_CLASSES
-from sluicegate.config import Settings
 from sluicegate.topics import TOPICS
 from streams.core.durations import parse_time as core_parse_time
 from streams.core.errors import InvalidValue
+from streams.settings import Settings
 
 _LATEST = OffsetSpec.latest()  # type: ignore[no-untyped-call]
 _EARLIEST = OffsetSpec.earliest()  # type: ignore[no-untyped-call]

@@ -40,7 +40,7 @@ from schemas.events import (
     WorkflowRevised,
 )
 from schemas.registry import Record
-from sluicegate.config import Settings
+from streams.settings import Settings
 
 BASE_MS = 1_780_000_000_000
 SUBSCRIPTIONS = (("btc-breakout", "paper"), ("eth-revert", "live"))
@@ -499,7 +499,7 @@ def produce_history(
 
 def unique_settings(base: Settings | None = None) -> Settings:
     """Settings with a fresh topic prefix ``t-<8 hex>.``, so a test has its own everything."""
-    from sluicegate.config import load_settings
+    from streams.settings import load_settings
 
     return dataclasses.replace(base or load_settings(), topic_prefix=f"t-{uuid.uuid4().hex[:8]}.")
 

@@ -26,8 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from consumers.ingest.settings import DEFAULT_READ_HTTP
-from sluicegate.config import Settings
 from sluicegate.errors import SluicegateError
+from streams.settings import Settings
 
 # In start order: the processor before the front door, so the first delivery finds it.
 COMPONENTS = ("processor", "projector", "worker", "ingest")

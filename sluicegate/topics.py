@@ -21,8 +21,8 @@ from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
 
-from sluicegate.config import Settings
 from sluicegate.errors import SluicegateError
+from streams.settings import Settings
 
 DAY_MS = 86_400_000
 

@@ -30,12 +30,12 @@ from schemas.events import (
     RerunRejected,
     WorkflowRevised,
 )
-from sluicegate.config import Settings
 from streams.core import admission
 from streams.core.admission import Admit, CheckTimers, OccurrenceState, RecordBranchReport, Rerun
 from streams.core.reasons import CANNOT_BE_RECORDED
 from streams.core.state_codec import decode_state, encode_state
 from streams.engine.app import InputError, Route
+from streams.settings import Settings
 from streams.workflow_table import WorkflowTable
 
 _REPORTS = (BranchStarted, BranchCompleted, BranchFailed, BranchSkipped)

@@ -25,10 +25,10 @@ from confluent_kafka import KafkaError, KafkaException, Message, Producer
 from schemas.codec import encode
 from schemas.commands import AdmitDelivery
 from schemas.events import WorkflowRevised
-from sluicegate.config import KafkaConfig, Settings
 from streams.core.identity import identify
 from streams.core.refusals import check_delivery
 from streams.errors import KafkaUnavailable
+from streams.settings import KafkaConfig, Settings
 
 ENVIRONMENTS = ("paper", "live")
 

@@ -18,8 +18,8 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Topic
 
 from schemas.codec import decode
 from schemas.events import WorkflowRevised
-from sluicegate.config import Settings
 from streams.errors import KafkaUnavailable
+from streams.settings import Settings
 
 # A topic created a moment ago answers these until its leader is known to every client.
 _NOT_READY = {

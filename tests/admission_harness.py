@@ -24,13 +24,13 @@ from schemas.events import (
     RunAdmitted,
     WorkflowRevised,
 )
-from sluicegate.config import Settings
 from sluicegate.topics import ensure_topics
 from streams.admission_app import AdmissionApp
 from streams.core.durations import parse_time
 from streams.core.workflow import parse_workflow_file, revise, workflow_key
 from streams.deliveries import DeliveryProducer, build_delivery, new_delivery_id
 from streams.engine.processor import Processor
+from streams.settings import Settings
 from streams.workflow_table import WorkflowTable
 from tests.kafka_helpers import read_topic, unique_settings, wait_until
 

@@ -15,9 +15,9 @@ from typing import Any
 
 from confluent_kafka import Producer
 
-from sluicegate.config import Settings
 from streams.engine.app import InputError, Route
 from streams.engine.processor import Processor
+from streams.settings import Settings
 from tests.kafka_helpers import read_topic
 
 

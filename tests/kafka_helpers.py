@@ -10,7 +10,7 @@ from confluent_kafka import Consumer, KafkaError, Message, TopicPartition
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
 
-from sluicegate.config import Settings, load_settings
+from streams.settings import Settings, load_settings
 
 
 def unique_settings(partitions: int = 3, **env: str) -> Settings:

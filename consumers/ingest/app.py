@@ -84,10 +84,10 @@ from consumers.ingest.settings import IngestSettings, parse_duration_s
 from consumers.ingest.workflows import WorkflowDirectory
 from schemas.commands import AdmitDelivery
 from schemas.events import WorkflowRevised
-from sluicegate.config import Settings
 from streams.core.errors import DeliveryRefused, FieldRole, IdentityError
 from streams.core.reasons import REJECT_PAYLOAD_TOO_LARGE, REJECT_SOURCE_TIME_IN_FUTURE
 from streams.deliveries import ENVIRONMENTS, build_delivery, new_delivery_id
+from streams.settings import Settings
 from streams.workflow_table import WorkflowTable
 
 log = logging.getLogger("sluicegate.ingest")

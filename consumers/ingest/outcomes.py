@@ -32,7 +32,7 @@ from schemas.events import (
     OccurrenceConflict,
     RunAdmitted,
 )
-from sluicegate.config import Settings
+from streams.settings import Settings
 
 log = logging.getLogger("sluicegate.ingest.outcomes")
 

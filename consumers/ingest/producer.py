@@ -26,8 +26,8 @@ from confluent_kafka import KafkaError, KafkaException, Message, Producer
 from consumers.ingest.errors import KafkaUnavailable
 from schemas.codec import encode
 from schemas.commands import AdmitDelivery
-from sluicegate.config import Settings
 from streams.deliveries import producer_config
+from streams.settings import Settings
 
 log = logging.getLogger("sluicegate.ingest.producer")
 

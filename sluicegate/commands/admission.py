@@ -19,7 +19,6 @@ from confluent_kafka import Producer
 from schemas.codec import encode
 from schemas.commands import AdmitDelivery
 from schemas.events import WorkflowRevised
-from sluicegate.config import Settings, load_settings
 from sluicegate.errors import SluicegateError
 from sluicegate.output import print_table
 from sluicegate.topics import ensure_topics
@@ -38,6 +37,7 @@ from streams.deliveries import (
     parse_json_object,
 )
 from streams.engine.processor import Processor, wall_clock_ms
+from streams.settings import Settings, load_settings
 from streams.workflow_table import WorkflowTable
 
 

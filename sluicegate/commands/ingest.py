@@ -7,7 +7,7 @@ import argparse
 import os
 from typing import Any
 
-from sluicegate.config import SettingsError, load_settings
+from streams.settings import SettingsError, load_settings
 
 
 def register(subparsers: Any) -> None:

@@ -12,8 +12,8 @@ from types import FrameType
 
 from projections.projector import Projector
 from projections.rebuild import rebuild
-from sluicegate.config import load_settings
 from sluicegate.topics import ensure_topics
+from streams.settings import load_settings
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -23,8 +23,8 @@ from projections.progress import Progress
 from projections.replay import ReplayFilter, Writer, parse_time, read_topics, resolve_topics
 from schemas.codec import encode
 from schemas.commands import AuthorizeRerun
-from sluicegate.config import load_settings
 from sluicegate.output import print_table
+from streams.settings import load_settings
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import orjson
 
-from sluicegate.config import load_settings
 from sluicegate.output import print_table
 from sluicegate.supervisor import serve
 from sluicegate.topics import ensure_topics
+from streams.settings import load_settings
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

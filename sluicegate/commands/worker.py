@@ -8,8 +8,8 @@ import signal
 import sys
 
 from consumers.branch_worker import BranchWorker, demo_handler
-from sluicegate.config import load_settings
 from sluicegate.topics import ensure_topics
+from streams.settings import load_settings
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -53,7 +53,6 @@ from typing import Any, Generic, TypeVar
 
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
-from sluicegate.config import Settings
 from streams.engine import transactions as txn
 from streams.engine.app import StreamApp
 from streams.engine.assignment import Assignment
@@ -62,6 +61,7 @@ from streams.engine.budget import BatchBudget, next_budget
 from streams.engine.deciding import Decider
 from streams.engine.restore import RESTORE_MARGIN_S, Restorer
 from streams.errors import TransactionUnresolved
+from streams.settings import Settings
 
 log = logging.getLogger("sluicegate.processor")
 

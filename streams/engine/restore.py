@@ -33,9 +33,9 @@ from pathlib import Path
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 
-from sluicegate.config import Settings
 from streams.engine.store import PARTITIONS_KEY, PartitionStore
 from streams.errors import PartitionCountChanged, StateRestoreError
+from streams.settings import Settings
 
 log = logging.getLogger("sluicegate.processor")
 

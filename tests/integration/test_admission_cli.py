@@ -12,8 +12,8 @@ import pytest
 
 from schemas.codec import decode
 from schemas.commands import AdmitDelivery
-from sluicegate.config import Settings
 from sluicegate.topics import ensure_topics
+from streams.settings import Settings
 from tests.admission_harness import EXAMPLE_WORKFLOW, candle
 from tests.kafka_helpers import read_topic, unique_settings
 

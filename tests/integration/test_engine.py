@@ -14,9 +14,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from sluicegate.config import Settings
 from streams.engine.processor import Processor
 from streams.errors import ProcessorFenced
+from streams.settings import Settings
 from tests.engine_toy import ToyApp, admitted, produce_records, start
 from tests.kafka_helpers import create_topics, read_topic, unique_settings, wait_until
 

@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 from confluent_kafka import KafkaError, KafkaException
 
-from sluicegate.config import Settings
 from streams.engine.processor import IN_PLACE_ATTEMPTS, Processor
+from streams.settings import Settings
 from tests.engine_toy import Running, ToyApp, ToyProcessor, admitted, produce_records, record
 from tests.faults import Faulty, kafka_error
 from tests.kafka_helpers import create_topics, unique_settings, wait_until

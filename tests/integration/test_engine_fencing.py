@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from sluicegate.config import Settings
 from streams.engine.processor import Processor
+from streams.settings import Settings
 from tests.engine_toy import Running, ToyApp, ToyProcessor, out_events, produce_records, record
 from tests.kafka_helpers import create_topics, unique_settings, wait_until
 

@@ -24,9 +24,9 @@ from confluent_kafka.cimpl import NewTopic
 
 from schemas.codec import decode
 from schemas.events import DeliveryRejected, RunAdmitted
-from sluicegate.config import Settings
 from streams.admission_app import AdmissionApp
 from streams.engine.processor import Processor
+from streams.settings import Settings
 from streams.workflow_table import WorkflowTable
 from tests.admission_harness import AdmissionHarness, candle
 from tests.engine_toy import Running, ToyApp, ToyProcessor, admitted, out_events, produce_records

@@ -26,9 +26,9 @@ from consumers.ingest.settings import IngestSettings
 from schemas.codec import decode, encode
 from schemas.commands import AdmitDelivery
 from schemas.events import WorkflowRevised
-from sluicegate.config import Settings, load_settings
 from sluicegate.topics import ensure_topics
 from streams.core.workflow import WorkflowDefinition, revise, workflow_key
+from streams.settings import Settings, load_settings
 from tests.kafka_helpers import read_topic
 
 REPO = Path(__file__).resolve().parents[2]

@@ -32,8 +32,8 @@ from projections.projector import Projector
 from projections.rebuild import compare_schemas, stored_offsets
 from projections.store import Offsets
 from projections.testing import build_history, cleanup, produce_history, unique_settings
-from sluicegate.config import Settings
 from sluicegate.topics import ensure_topics
+from streams.settings import Settings
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
 

@@ -23,8 +23,8 @@ from projections.model import TABLES, MemoryProjection
 from projections.projector import Projector, source_topics
 from projections.replay import read_topics
 from projections.testing import build_history, cleanup, produce_history, table_rows, unique_settings
-from sluicegate.config import Settings
 from sluicegate.topics import ensure_topics
+from streams.settings import Settings
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 

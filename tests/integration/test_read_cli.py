@@ -26,8 +26,8 @@ from schemas.codec import decode, encode
 from schemas.commands import AdmitDelivery, AuthorizeRerun
 from schemas.events import BranchLaunched, DeliveryRejected, RunAdmitted
 from sluicegate.cli import main
-from sluicegate.config import Settings
 from sluicegate.topics import ensure_topics
+from streams.settings import Settings
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 

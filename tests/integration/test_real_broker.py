@@ -12,8 +12,8 @@ import psycopg
 import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
-from sluicegate.config import Settings, load_settings
 from sluicegate.topics import ensure_topics
+from streams.settings import Settings, load_settings
 from tests.kafka_helpers import create_topics, read_topic, unique_settings
 
 pytestmark = pytest.mark.integration

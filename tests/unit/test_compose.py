@@ -9,8 +9,8 @@ from typing import Any
 import yaml
 
 from consumers.ingest.settings import DEFAULT_READ_HTTP
-from sluicegate.config import DEFAULT_HTTP, DEFAULT_KAFKA, DEFAULT_PG_DSN, DEFAULT_TOPIC_PREFIX
 from sluicegate.supervisor import COMPONENTS
+from streams.settings import DEFAULT_HTTP, DEFAULT_KAFKA, DEFAULT_PG_DSN, DEFAULT_TOPIC_PREFIX
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from sluicegate.config import SettingsError, load_settings
+from streams.settings import SettingsError, load_settings
 
 
 def test_defaults_are_the_local_stack() -> None:

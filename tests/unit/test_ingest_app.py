@@ -26,7 +26,7 @@ from consumers.ingest.outcomes import Outcome
 from consumers.ingest.settings import IngestSettings, parse_duration_s
 from schemas.commands import AdmitDelivery
 from schemas.events import WorkflowRevised
-from sluicegate.config import Settings
+from streams.settings import Settings
 from tests.unit.test_ingest_auth import workflow
 
 NOW_MS = 1_796_040_060_000

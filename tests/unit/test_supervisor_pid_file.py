@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from sluicegate.config import Settings
 from sluicegate.errors import SluicegateError
 from sluicegate.supervisor import serve
+from streams.settings import Settings
 
 
 def serve_in_a_thread(pid_file: Path) -> BaseException | None:

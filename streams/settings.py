@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from sluicegate.errors import SluicegateError
+from streams.errors import StreamsError
 
 DEFAULT_KAFKA = "127.0.0.1:9092"
 DEFAULT_PG_DSN = "postgresql://sluicegate:sluicegate@127.0.0.1:5432/sluicegate"
@@ -32,7 +32,7 @@ KafkaValue = str | int | float | bool
 KafkaConfig = dict[str, KafkaValue]
 
 
-class SettingsError(SluicegateError):
+class SettingsError(StreamsError):
     """A setting has a value Sluicegate cannot use; the message names the variable."""
 
 
