@@ -41,6 +41,7 @@ from schemas.events import (
     BranchSkipped,
     BranchStarted,
 )
+from schemas.topics import BRANCH_RESULTS, TASKS
 from streams.settings import Settings
 
 log = logging.getLogger("sluicegate.worker")
@@ -106,7 +107,7 @@ class BranchWorker:
         self.name = name or f"{socket.gethostname()}-{threading.get_ident()}"
         self.stop_event = threading.Event()
         self.handled = 0
-        self._results = settings.topic("branch-results")
+        self._results = settings.topic(BRANCH_RESULTS)
         self._consumer = Consumer(
             settings.kafka_config(
                 **{
@@ -120,7 +121,7 @@ class BranchWorker:
         self._producer = Producer(
             settings.producer_config(**{"enable.idempotence": True, "acks": "all", "linger.ms": 5})
         )
-        self._consumer.subscribe([settings.topic("tasks")])
+        self._consumer.subscribe([settings.topic(TASKS)])
 
     def run(self) -> None:
         try:

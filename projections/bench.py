@@ -15,7 +15,7 @@ import time
 from projections.projector import Projector
 from projections.rebuild import rebuild
 from projections.testing import build_history, cleanup, produce_history, unique_settings
-from sluicegate.topics import ensure_topics
+from streams.kafka.topics import ensure_topics
 
 
 def main() -> None:

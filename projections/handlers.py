@@ -56,10 +56,11 @@ from schemas.events import (
     RunStatusChanged,
     WorkflowRevised,
 )
+from schemas.topics import RUNS
 
 # The topic whose branch reports count: the processor re-emits each accepted report there
 # once per (run, slot); the raw worker reports on branch-results only go to the event log.
-ACCEPTED_REPORTS_TOPIC = "runs"
+ACCEPTED_REPORTS_TOPIC = RUNS.name
 
 
 @dataclass(frozen=True, slots=True)

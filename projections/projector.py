@@ -44,7 +44,7 @@ from projections.model import RowOp
 from projections.store import Offsets, Store
 from schemas.codec import decode
 from schemas.errors import SchemaError
-from sluicegate.topics import TOPICS
+from schemas.topics import projected
 from streams.settings import KafkaConfig, Settings
 
 log = logging.getLogger("sluicegate.projector")
@@ -56,19 +56,10 @@ _LATEST = OffsetSpec.latest()  # type: ignore[no-untyped-call]
 _Mapped = tuple[tuple[str, int], int, list[RowOp], bytes | None]
 
 
-# Not event topics: the processor's dead letters are raw copies of input it could not read
-# (`sluicegate replay --topic dead-letters` shows them).
-NOT_PROJECTED = frozenset({"dead-letters"})
-
-
 def source_topics() -> tuple[str, ...]:
-    """Short names of the topics projected: every declared topic except state changelogs
-    (``*-changelog``) and :data:`NOT_PROJECTED`; topics added later are picked up."""
-    return tuple(
-        spec.name
-        for spec in TOPICS
-        if not spec.name.endswith("-changelog") and spec.name not in NOT_PROJECTED
-    )
+    """Short names of the topics projected: every catalogue topic but state changelogs and
+    dead letters (``schemas.topics.projected``); topics added later are picked up."""
+    return tuple(spec.name for spec in projected())
 
 
 @dataclass
@@ -135,7 +126,7 @@ class Projector:
         self._partitions: set[tuple[str, int]] = set()
         self._consumer: Consumer | None = None
         self._admin_client: AdminClient | None = None
-        self._full = {settings.topic(t): t for t in self.topics}
+        self._full = {settings.topic_named(t): t for t in self.topics}
         self._last_discovery = 0.0
         self._warned: set[str] = set()
         self._warned_at: dict[str, float] = {}
@@ -225,7 +216,7 @@ class Projector:
         if not partitions:
             return {}
         request = {
-            TopicPartition(self.settings.topic(short), partition): spec
+            TopicPartition(self.settings.topic_named(short), partition): spec
             for short, partition in partitions
         }
         try:
@@ -342,7 +333,7 @@ class Projector:
         highs = self._list_offsets({tp for tp in partitions if tp in self._positions}, _LATEST)
         assignment = []
         for short, partition in sorted(partitions):
-            full = self.settings.topic(short)
+            full = self.settings.topic_named(short)
             stored = self._positions.get((short, partition))
             if stored is not None:
                 low, high = lows[(short, partition)], highs[(short, partition)]

@@ -33,7 +33,7 @@ from projections.queries import iso
 from schemas.codec import decode, to_json_dict
 from schemas.errors import SchemaError
 from schemas.registry import RECORD_CLASSES
-from sluicegate.topics import TOPICS
+from schemas.topics import TOPICS
 from streams.core.durations import parse_time as core_parse_time
 from streams.core.errors import InvalidValue
 from streams.settings import Settings
@@ -192,10 +192,10 @@ def read_topics(
         except KafkaException as e:
             raise ProjectionError(f"cannot reach Kafka at {settings.kafka}: {e}") from e
         partitions = [
-            TopicPartition(settings.topic(short), p)
+            TopicPartition(settings.topic_named(short), p)
             for short in topics
-            if settings.topic(short) in metadata
-            for p in sorted(metadata[settings.topic(short)].partitions)
+            if settings.topic_named(short) in metadata
+            for p in sorted(metadata[settings.topic_named(short)].partitions)
         ]
         if not partitions:
             return

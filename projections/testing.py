@@ -482,7 +482,9 @@ def produce_history(
             for n, event in enumerate(chunk):
                 junk = aborted_copy(event, n)
                 producer.produce(
-                    settings.topic(junk.topic), key=junk.key.encode(), value=encode(junk.record)
+                    settings.topic_named(junk.topic),
+                    key=junk.key.encode(),
+                    value=encode(junk.record),
                 )
                 aborted += 1
             producer.flush(30)
@@ -490,7 +492,9 @@ def produce_history(
         producer.begin_transaction()
         for event in chunk:
             producer.produce(
-                settings.topic(event.topic), key=event.key.encode(), value=encode(event.record)
+                settings.topic_named(event.topic),
+                key=event.key.encode(),
+                value=encode(event.record),
             )
         producer.commit_transaction(30)
         i += size

@@ -30,6 +30,7 @@ from schemas.events import (
     RerunRejected,
     WorkflowRevised,
 )
+from schemas.topics import ADMISSION_CHANGELOG, BRANCH_RESULTS, DELIVERIES, RUNS, TASKS
 from streams.core import admission
 from streams.core.admission import Admit, CheckTimers, OccurrenceState, RecordBranchReport, Rerun
 from streams.core.reasons import CANNOT_BE_RECORDED
@@ -50,12 +51,12 @@ class AdmissionApp:
 
     def __init__(self, settings: Settings, workflows: WorkflowTable) -> None:
         self.input_topics: Sequence[str] = (
-            settings.topic("deliveries"),
-            settings.topic("branch-results"),
+            settings.topic(DELIVERIES),
+            settings.topic(BRANCH_RESULTS),
         )
-        self.changelog_topic = settings.topic("admission-changelog")
-        self._runs = settings.topic("runs")
-        self._tasks = settings.topic("tasks")
+        self.changelog_topic = settings.topic(ADMISSION_CHANGELOG)
+        self._runs = settings.topic(RUNS)
+        self._tasks = settings.topic(TASKS)
         self._workflows = workflows
 
     def decode_input(self, data: bytes) -> object:

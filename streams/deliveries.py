@@ -25,6 +25,7 @@ from confluent_kafka import KafkaError, KafkaException, Message, Producer
 from schemas.codec import encode
 from schemas.commands import AdmitDelivery
 from schemas.events import WorkflowRevised
+from schemas.topics import DELIVERIES
 from streams.core.identity import identify
 from streams.core.refusals import check_delivery
 from streams.errors import KafkaUnavailable
@@ -155,7 +156,7 @@ class DeliveryProducer:
     """Produces ``AdmitDelivery`` commands to the ``deliveries`` topic, keyed by admission key."""
 
     def __init__(self, settings: Settings, client_id: str = "sluicegate-publish") -> None:
-        self.topic = settings.topic("deliveries")
+        self.topic = settings.topic(DELIVERIES)
         self._producer = Producer(producer_config(settings, client_id))
         self.failures: list[tuple[str, str]] = []
 

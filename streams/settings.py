@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from schemas.topics import TopicSpec
 from streams.errors import StreamsError
 
 DEFAULT_KAFKA = "127.0.0.1:9092"
@@ -64,8 +65,13 @@ class Settings:
         that keys by admission key lands on the same partition number."""
         return self.kafka_config(partitioner="murmur2_random", **overrides)
 
-    def topic(self, name: str) -> str:
-        """The full name of one of Sluicegate's topics under the configured prefix."""
+    def topic(self, spec: TopicSpec) -> str:
+        """The full name of a catalogue topic (``schemas.topics``) under the configured prefix."""
+        return f"{self.topic_prefix}{spec.name}"
+
+    def topic_named(self, name: str) -> str:
+        """The full name of a topic known by its short name only (a ``--topic`` argument, a
+        stored projection offset), under the configured prefix."""
         return f"{self.topic_prefix}{name}"
 
 

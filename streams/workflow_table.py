@@ -18,6 +18,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Topic
 
 from schemas.codec import decode
 from schemas.events import WorkflowRevised
+from schemas.topics import WORKFLOWS
 from streams.errors import KafkaUnavailable
 from streams.settings import Settings
 
@@ -34,7 +35,7 @@ class WorkflowTable:
     """Newest ``WorkflowRevised`` per (subscription, environment); thread-safe."""
 
     def __init__(self, settings: Settings) -> None:
-        self._topic = settings.topic("workflows")
+        self._topic = settings.topic(WORKFLOWS)
         self._consumer = Consumer(
             settings.kafka_config(
                 **{

@@ -24,12 +24,12 @@ from schemas.events import (
     RunAdmitted,
     WorkflowRevised,
 )
-from sluicegate.topics import ensure_topics
 from streams.admission_app import AdmissionApp
 from streams.core.durations import parse_time
 from streams.core.workflow import parse_workflow_file, revise, workflow_key
 from streams.deliveries import DeliveryProducer, build_delivery, new_delivery_id
 from streams.engine.processor import Processor
+from streams.kafka.topics import ensure_topics
 from streams.settings import Settings
 from streams.workflow_table import WorkflowTable
 from tests.kafka_helpers import read_topic, unique_settings, wait_until
@@ -120,7 +120,7 @@ class AdmissionHarness:
         revised = revise(current, definition, self.clock())
         assert revised is not None, "the workflow did not change"
         self._raw.produce(
-            self.settings.topic("workflows"),
+            self.settings.topic_named("workflows"),
             key=workflow_key(revised.subscription, revised.environment).encode(),
             value=encode(revised),
         )
@@ -156,7 +156,7 @@ class AdmissionHarness:
 
     def report(self, report: object) -> None:
         self._raw.produce(
-            self.settings.topic("branch-results"),
+            self.settings.topic_named("branch-results"),
             key=report.admission_key.encode(),  # type: ignore[attr-defined]
             value=encode(report),
         )
@@ -206,11 +206,11 @@ class AdmissionHarness:
         return Outcomes(
             runs=[
                 decode(m.value() or b"")
-                for m in read_topic(self.settings, self.settings.topic("runs"))
+                for m in read_topic(self.settings, self.settings.topic_named("runs"))
             ],
             tasks=[
                 decode(m.value() or b"")
-                for m in read_topic(self.settings, self.settings.topic("tasks"))
+                for m in read_topic(self.settings, self.settings.topic_named("tasks"))
             ],
         )
 

@@ -57,9 +57,9 @@ class ToyApp:
     name = "toy"
 
     def __init__(self, settings: Settings) -> None:
-        self.input_topics: Sequence[str] = (settings.topic("in"),)
-        self.changelog_topic = settings.topic("changelog")
-        self.out = settings.topic("out")
+        self.input_topics: Sequence[str] = (settings.topic_named("in"),)
+        self.changelog_topic = settings.topic_named("changelog")
+        self.out = settings.topic_named("out")
 
     def decode_input(self, data: bytes) -> object:
         try:
@@ -129,7 +129,7 @@ def produce_records(settings: Settings, records: list[tuple[str, bytes]]) -> Non
     for key, value in records:
         while True:
             try:
-                producer.produce(settings.topic("in"), key=key.encode(), value=value)
+                producer.produce(settings.topic_named("in"), key=key.encode(), value=value)
                 break
             except BufferError:
                 producer.poll(0.1)
@@ -164,7 +164,9 @@ def start(processor: ToyProcessor) -> threading.Thread:
 
 
 def out_events(settings: Settings) -> list[dict[str, Any]]:
-    return [json.loads(m.value() or b"{}") for m in read_topic(settings, settings.topic("out"))]
+    return [
+        json.loads(m.value() or b"{}") for m in read_topic(settings, settings.topic_named("out"))
+    ]
 
 
 def admitted(settings: Settings) -> Counter[str]:

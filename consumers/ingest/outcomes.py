@@ -32,6 +32,7 @@ from schemas.events import (
     OccurrenceConflict,
     RunAdmitted,
 )
+from schemas.topics import RUNS
 from streams.settings import Settings
 
 log = logging.getLogger("sluicegate.ingest.outcomes")
@@ -77,7 +78,7 @@ class OutcomeTracker:
     """Resolves waiters by delivery id from the ``runs`` topic; one background thread."""
 
     def __init__(self, settings: Settings) -> None:
-        self.topic = settings.topic("runs")
+        self.topic = settings.topic(RUNS)
         self._consumer = Consumer(
             settings.kafka_config(
                 **{

@@ -26,6 +26,7 @@ from confluent_kafka import KafkaError, KafkaException, Message, Producer
 from consumers.ingest.errors import KafkaUnavailable
 from schemas.codec import encode
 from schemas.commands import AdmitDelivery
+from schemas.topics import DELIVERIES
 from streams.deliveries import producer_config
 from streams.settings import Settings
 
@@ -36,7 +37,7 @@ class AsyncDeliveryProducer:
     """Produces ``AdmitDelivery`` commands keyed by admission key; awaitable acknowledgements."""
 
     def __init__(self, settings: Settings, client_id: str = "sluicegate-ingest") -> None:
-        self.topic = settings.topic("deliveries")
+        self.topic = settings.topic(DELIVERIES)
         config: dict[str, object] = dict(producer_config(settings, client_id))
         config["error_cb"] = self._on_error
         self._producer = Producer(config)

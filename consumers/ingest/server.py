@@ -35,7 +35,7 @@ from aiohttp import web
 from consumers.ingest.app import create_app
 from consumers.ingest.errors import IngestSettingsError
 from consumers.ingest.settings import IngestSettings
-from sluicegate.topics import ensure_topics
+from streams.kafka.topics import ensure_topics
 from streams.settings import Settings
 
 log = logging.getLogger("sluicegate.ingest")

@@ -19,9 +19,9 @@ from confluent_kafka import Producer
 from schemas.codec import encode
 from schemas.commands import AdmitDelivery
 from schemas.events import WorkflowRevised
+from schemas.topics import WORKFLOWS
 from sluicegate.errors import SluicegateError
 from sluicegate.output import print_table
-from sluicegate.topics import ensure_topics
 from streams.admission_app import AdmissionApp
 from streams.core.admission import AdmissionEvent, Command, OccurrenceState
 from streams.core.errors import DeliveryRefused, IdentityChanged, WorkflowFileError
@@ -37,6 +37,7 @@ from streams.deliveries import (
     parse_json_object,
 )
 from streams.engine.processor import Processor, wall_clock_ms
+from streams.kafka.topics import ensure_topics
 from streams.settings import Settings, load_settings
 from streams.workflow_table import WorkflowTable
 
@@ -124,7 +125,7 @@ def cmd_workflows_apply(args: argparse.Namespace) -> int:
         for definition, (current, revised) in zip(definitions, revisions, strict=True):
             if revised is not None:
                 producer.produce(
-                    settings.topic("workflows"),
+                    settings.topic(WORKFLOWS),
                     key=workflow_key(revised.subscription, revised.environment).encode(),
                     value=encode(revised),
                 )

@@ -12,7 +12,7 @@ from types import FrameType
 
 from projections.projector import Projector
 from projections.rebuild import rebuild
-from sluicegate.topics import ensure_topics
+from streams.kafka.topics import ensure_topics
 from streams.settings import load_settings
 
 

@@ -23,6 +23,7 @@ from projections.progress import Progress
 from projections.replay import ReplayFilter, Writer, parse_time, read_topics, resolve_topics
 from schemas.codec import encode
 from schemas.commands import AuthorizeRerun
+from schemas.topics import DELIVERIES
 from sluicegate.output import print_table
 from streams.settings import load_settings
 
@@ -227,7 +228,7 @@ def cmd_runs_rerun(args: argparse.Namespace) -> int:
         requested_at_ms=int(time.time() * 1000),
     )
     _produce_rerun(
-        settings.topic("deliveries"),
+        settings.topic(DELIVERIES),
         request,
         settings.producer_config(**{"enable.idempotence": True, "acks": "all"}),
     )

@@ -10,7 +10,7 @@ import orjson
 
 from sluicegate.output import print_table
 from sluicegate.supervisor import serve
-from sluicegate.topics import ensure_topics
+from streams.kafka.topics import ensure_topics
 from streams.settings import load_settings
 
 

@@ -8,7 +8,7 @@ import signal
 import sys
 
 from consumers.branch_worker import BranchWorker, demo_handler
-from sluicegate.topics import ensure_topics
+from streams.kafka.topics import ensure_topics
 from streams.settings import load_settings
 
 

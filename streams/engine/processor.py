@@ -53,6 +53,7 @@ from typing import Any, Generic, TypeVar
 
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
+from schemas.topics import DEAD_LETTERS
 from streams.engine import transactions as txn
 from streams.engine.app import StreamApp
 from streams.engine.assignment import Assignment
@@ -160,9 +161,7 @@ class Processor(Generic[S, C, E]):
             Path(settings.state_dir) / app.name / instance_id,
             self.who,
         )
-        self._decider = Decider(
-            app, self._held.stores, settings.topic("dead-letters"), self._produce
-        )
+        self._decider = Decider(app, self._held.stores, settings.topic(DEAD_LETTERS), self._produce)
 
     # -- lifecycle -------------------------------------------------------------------------
 

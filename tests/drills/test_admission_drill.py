@@ -149,8 +149,8 @@ def verify(harness: AdmissionHarness, stream: Stream, timeout_s: float = 240) ->
         return count_outcomes(settings) >= expected
 
     wait_until(outcome_count, timeout_s=timeout_s, interval_s=2.0)
-    runs = [decode(m.value() or b"") for m in read_topic(settings, settings.topic("runs"))]
-    tasks = [decode(m.value() or b"") for m in read_topic(settings, settings.topic("tasks"))]
+    runs = [decode(m.value() or b"") for m in read_topic(settings, settings.topic_named("runs"))]
+    tasks = [decode(m.value() or b"") for m in read_topic(settings, settings.topic_named("tasks"))]
     outcomes = Counter(r.delivery_id for r in runs if isinstance(r, OUTCOMES))
     admitted = Counter(r.admission_key for r in runs if isinstance(r, RunAdmitted))
     launches = Counter((t.run_id, t.slot) for t in tasks if isinstance(t, BranchLaunched))
@@ -172,7 +172,7 @@ def verify(harness: AdmissionHarness, stream: Stream, timeout_s: float = 240) ->
 def count_outcomes(settings: Settings) -> int:
     return sum(
         1
-        for m in read_topic(settings, settings.topic("runs"))
+        for m in read_topic(settings, settings.topic_named("runs"))
         if decode(m.value() or b"").__class__ in OUTCOMES
     )
 

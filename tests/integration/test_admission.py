@@ -313,7 +313,7 @@ def test_records_are_evicted_after_the_horizon_with_a_changelog_tombstone(
     (evicted,) = out.of(AdmissionRecordEvicted)
     assert evicted.admission_key == first.admission_key
 
-    changelog = read_topic(harness.settings, harness.settings.topic("admission-changelog"))
+    changelog = read_topic(harness.settings, harness.settings.topic_named("admission-changelog"))
     state_key = f"s/{first.admission_key}".encode()
     last = [m for m in changelog if m.key() == state_key][-1]
     assert last.value() is None, "eviction must leave a tombstone in the changelog"

@@ -76,7 +76,7 @@ def test_an_identity_change_is_refused_and_copies_keep_their_run(
     copy = harness.deliver(candle())
     out = harness.wait_for(lambda o: bool(o.outcome_for(copy.delivery_id)))
     assert len(out.of(RunAdmitted)) == 1
-    assert len(read_topic(harness.settings, harness.settings.topic("workflows"))) == 1
+    assert len(read_topic(harness.settings, harness.settings.topic_named("workflows"))) == 1
 
 
 def test_branch_attempts_survive_a_restart_and_are_honoured(harness: AdmissionHarness) -> None:
@@ -164,7 +164,7 @@ def test_reruns_are_bounded_and_no_state_record_nears_the_message_limit(
     )
     assert len(out.of(RunAdmitted)) == MAX_RERUNS + 1
     assert {r.reason for r in out.of(RerunRejected)} == {"rerun_limit"}
-    changelog = read_topic(harness.settings, harness.settings.topic("admission-changelog"))
+    changelog = read_topic(harness.settings, harness.settings.topic_named("admission-changelog"))
     largest = max(len(m.value() or b"") + len(m.key() or b"") for m in changelog)
     assert largest < 2 * MAX_PAYLOAD_BYTES < KAFKA_MESSAGE_LIMIT, largest
     assert orjson.loads(admitted.payload_json)["note"] == payload["note"]

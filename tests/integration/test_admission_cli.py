@@ -12,7 +12,7 @@ import pytest
 
 from schemas.codec import decode
 from schemas.commands import AdmitDelivery
-from sluicegate.topics import ensure_topics
+from streams.kafka.topics import ensure_topics
 from streams.settings import Settings
 from tests.admission_harness import EXAMPLE_WORKFLOW, candle
 from tests.kafka_helpers import read_topic, unique_settings
@@ -63,7 +63,7 @@ def test_workflows_apply_publishes_a_new_revision_only_when_changed(
     changed.write_text(EXAMPLE_WORKFLOW.read_text().replace('window = "5s"', 'window = "7s"'))
     third = sluicegate(settings, "workflows", "apply", str(changed), "--json")
     assert json.loads(third.stdout)[0]["revision"] == 2
-    assert len(read_topic(settings, settings.topic("workflows"))) == 2
+    assert len(read_topic(settings, settings.topic_named("workflows"))) == 2
 
 
 def test_a_broken_workflow_file_names_every_problem_and_applies_nothing(
@@ -78,7 +78,7 @@ def test_a_broken_workflow_file_names_every_problem_and_applies_nothing(
     result = sluicegate(settings, "workflows", "apply", str(broken))
     assert result.returncode == 1
     assert "validity.window" in result.stderr and "environment" in result.stderr
-    assert read_topic(settings, settings.topic("workflows")) == []
+    assert read_topic(settings, settings.topic_named("workflows")) == []
 
 
 def test_publish_reports_malformed_lines_and_produces_only_the_good_ones(
@@ -111,12 +111,12 @@ def test_publish_reports_malformed_lines_and_produces_only_the_good_ones(
     published = [json.loads(line) for line in result.stdout.splitlines()]
     assert [p["line"] for p in published] == [1, 7]
     produced = [
-        decode(m.value() or b"") for m in read_topic(settings, settings.topic("deliveries"))
+        decode(m.value() or b"") for m in read_topic(settings, settings.topic_named("deliveries"))
     ]
     deliveries = [d for d in produced if isinstance(d, AdmitDelivery)]
     assert len(deliveries) == len(produced)
     assert sorted(d.delivery_id for d in deliveries) == sorted(p["delivery_id"] for p in published)
-    by_key = {m.key() for m in read_topic(settings, settings.topic("deliveries"))}
+    by_key = {m.key() for m in read_topic(settings, settings.topic_named("deliveries"))}
     assert by_key == {p["admission_key"].encode() for p in published}
 
 
@@ -137,7 +137,7 @@ def test_workflows_apply_refuses_an_identity_change_and_applies_nothing(
     assert result.returncode == 1, result.stdout
     assert f"{changed}: workflow[0]" in result.stderr
     assert "identity.derived" in result.stderr and "new subscription" in result.stderr
-    assert len(read_topic(settings, settings.topic("workflows"))) == 1
+    assert len(read_topic(settings, settings.topic_named("workflows"))) == 1
 
 
 def test_publish_refuses_what_admission_would_reject_naming_the_field(settings: Settings) -> None:
@@ -164,4 +164,4 @@ def test_publish_refuses_what_admission_would_reject_naming_the_field(settings: 
     assert "account" in errors[6] and "scope" in errors[6]
     assert sorted(errors) == [1, 2, 3, 4, 5, 6]
     assert [json.loads(line)["line"] for line in result.stdout.splitlines()] == [7]
-    assert len(read_topic(settings, settings.topic("deliveries"))) == 1
+    assert len(read_topic(settings, settings.topic_named("deliveries"))) == 1

@@ -29,10 +29,10 @@ def toy() -> Iterator[tuple[Settings, ToyApp]]:
     create_topics(
         settings,
         [
-            (settings.topic("in"), 3, False),
-            (settings.topic("changelog"), 3, True),
-            (settings.topic("out"), 3, False),
-            (settings.topic("dead-letters"), 1, False),
+            (settings.topic_named("in"), 3, False),
+            (settings.topic_named("changelog"), 3, True),
+            (settings.topic_named("out"), 3, False),
+            (settings.topic_named("dead-letters"), 1, False),
         ],
     )
     yield settings, ToyApp(settings)
@@ -70,7 +70,7 @@ def test_duplicates_are_admitted_once_across_a_restart(toy: tuple[Settings, ToyA
     assert set(counts) == set(ids)
     assert set(counts.values()) == {1}
     assert second.stats.restored_records > 0
-    assert len(read_topic(settings, settings.topic("dead-letters"))) == 1
+    assert len(read_topic(settings, settings.topic_named("dead-letters"))) == 1
 
 
 def test_timers_fire_once_per_key(toy: tuple[Settings, ToyApp]) -> None:
@@ -92,7 +92,9 @@ def test_timers_fire_once_per_key(toy: tuple[Settings, ToyApp]) -> None:
     processor.stop()
     thread.join(30)
     ticks = [
-        m for m in read_topic(settings, settings.topic("out")) if b'"ticked"' in (m.value() or b"")
+        m
+        for m in read_topic(settings, settings.topic_named("out"))
+        if b'"ticked"' in (m.value() or b"")
     ]
     assert len(ticks) == 9
     assert processor.stats.timers_fired == 9

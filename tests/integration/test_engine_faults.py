@@ -32,10 +32,10 @@ def toy() -> Iterator[tuple[Settings, ToyApp]]:
     create_topics(
         settings,
         [
-            (settings.topic("in"), 3, False),
-            (settings.topic("changelog"), 3, True),
-            (settings.topic("out"), 3, False),
-            (settings.topic("dead-letters"), 1, False),
+            (settings.topic_named("in"), 3, False),
+            (settings.topic_named("changelog"), 3, True),
+            (settings.topic_named("out"), 3, False),
+            (settings.topic_named("dead-letters"), 1, False),
         ],
     )
     yield settings, ToyApp(settings)
@@ -221,7 +221,7 @@ def test_a_slow_commit_does_not_shrink_the_batches(toy: tuple[Settings, ToyApp])
     produced = [0]
 
     def counting_produce(real: Any, topic: str, *args: Any, **kwargs: Any) -> Any:
-        if topic == settings.topic("out"):
+        if topic == settings.topic_named("out"):
             produced[0] += 1
         return real(topic, *args, **kwargs)
 

@@ -82,10 +82,10 @@ def toy() -> Iterator[tuple[Settings, ToyApp]]:
     create_topics(
         settings,
         [
-            (settings.topic("in"), 3, False),
-            (settings.topic("changelog"), 3, True),
-            (settings.topic("out"), 3, False),
-            (settings.topic("dead-letters"), 1, False),
+            (settings.topic_named("in"), 3, False),
+            (settings.topic_named("changelog"), 3, True),
+            (settings.topic_named("out"), 3, False),
+            (settings.topic_named("dead-letters"), 1, False),
         ],
     )
     yield settings, ToyApp(settings)

@@ -39,10 +39,10 @@ def toy_topics(settings: Settings, out_max_bytes: int | None = None) -> None:
     admin = AdminClient(settings.kafka_config())
     out_config = {"max.message.bytes": str(out_max_bytes)} if out_max_bytes else {}
     topics = [
-        NewTopic(settings.topic("in"), 3, 1),
-        NewTopic(settings.topic("changelog"), 3, 1, config={"cleanup.policy": "compact"}),
-        NewTopic(settings.topic("out"), 3, 1, config=out_config),
-        NewTopic(settings.topic("dead-letters"), 1, 1),
+        NewTopic(settings.topic_named("in"), 3, 1),
+        NewTopic(settings.topic_named("changelog"), 3, 1, config={"cleanup.policy": "compact"}),
+        NewTopic(settings.topic_named("out"), 3, 1, config=out_config),
+        NewTopic(settings.topic_named("dead-letters"), 1, 1),
     ]
     for future in admin.create_topics(topics).values():
         future.result()
@@ -69,7 +69,7 @@ def _bytes(value: str | bytes | None) -> bytes:
 
 def dead_letters(settings: Settings) -> list[tuple[bytes, dict[str, bytes]]]:
     letters = []
-    for m in read_topic(settings, settings.topic("dead-letters")):
+    for m in read_topic(settings, settings.topic_named("dead-letters")):
         headers = m.headers() or []
         pairs = headers.items() if isinstance(headers, dict) else headers
         letters.append((m.value() or b"", {k: _bytes(v) for k, v in pairs}))
@@ -102,7 +102,7 @@ def test_an_output_the_broker_refuses_is_isolated(toy_settings: Settings) -> Non
     ((value, headers),) = letters
     assert value == poison[1]
     assert b"MSG_SIZE_TOO_LARGE" in headers["sluicegate.reason"]
-    assert headers["sluicegate.origin"].startswith(settings.topic("in").encode())
+    assert headers["sluicegate.origin"].startswith(settings.topic_named("in").encode())
     ((answer),) = refused
     assert answer["record_id"] == poison_id[:64] and "MSG_SIZE_TOO_LARGE" in answer["reason"]
 
@@ -146,7 +146,7 @@ def harness() -> Iterator[AdmissionHarness]:
     admin = AdminClient(h.settings.kafka_config())
     resource = ConfigResource(
         ConfigResource.Type.TOPIC,
-        h.settings.topic("runs"),
+        h.settings.topic_named("runs"),
         incremental_configs=[
             ConfigEntry("max.message.bytes", "20000", incremental_operation=AlterConfigOpType.SET)
         ],

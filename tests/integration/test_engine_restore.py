@@ -79,7 +79,7 @@ def test_a_copy_after_the_previous_owners_last_transaction_is_a_duplicate(
         channel="publish",
     )
     harness.send(delivery)
-    (consumed,) = read_topic(settings, settings.topic("deliveries"))
+    (consumed,) = read_topic(settings, settings.topic_named("deliveries"))
     partition, offset = consumed.partition(), consumed.offset()
     assert partition is not None and offset is not None
 
@@ -105,7 +105,7 @@ def test_a_copy_after_the_previous_owners_last_transaction_is_a_duplicate(
         route = app.route(event)
         assert route is not None
         previous_owner.produce(route.topic, key=route.key.encode(), value=encode(event))
-    changelog = settings.topic("admission-changelog")
+    changelog = settings.topic_named("admission-changelog")
     key = delivery.admission_key
     previous_owner.produce(
         changelog, key=state_key(key).encode(), value=encode_state(state), partition=partition
@@ -118,7 +118,7 @@ def test_a_copy_after_the_previous_owners_last_transaction_is_a_duplicate(
     group = f"{settings.topic_prefix}admission"
     member = Consumer(settings.kafka_config(**{"group.id": group}))
     previous_owner.send_offsets_to_transaction(
-        [TopicPartition(settings.topic("deliveries"), partition, offset + 1)],
+        [TopicPartition(settings.topic_named("deliveries"), partition, offset + 1)],
         member.consumer_group_metadata(),
         30,
     )

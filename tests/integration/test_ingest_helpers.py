@@ -26,8 +26,8 @@ from consumers.ingest.settings import IngestSettings
 from schemas.codec import decode, encode
 from schemas.commands import AdmitDelivery
 from schemas.events import WorkflowRevised
-from sluicegate.topics import ensure_topics
 from streams.core.workflow import WorkflowDefinition, revise, workflow_key
+from streams.kafka.topics import ensure_topics
 from streams.settings import Settings, load_settings
 from tests.kafka_helpers import read_topic
 
@@ -93,7 +93,7 @@ def publish_workflows(settings: Settings, *workflows: WorkflowRevised) -> None:
     producer = Producer(settings.kafka_config(**{"acks": "all", "enable.idempotence": True}))
     for wf in workflows:
         producer.produce(
-            settings.topic("workflows"),
+            settings.topic_named("workflows"),
             key=workflow_key(wf.subscription, wf.environment).encode(),
             value=encode(wf),
         )
@@ -125,7 +125,7 @@ def current_minute_ms() -> int:
 
 def end_offsets(settings: Settings, short_name: str) -> dict[int, int]:
     """Partition -> high watermark of one of Sluicegate's topics."""
-    topic = settings.topic(short_name)
+    topic = settings.topic_named(short_name)
     consumer = Consumer(settings.kafka_config(**{"group.id": f"ends-{uuid.uuid4().hex}"}))
     try:
         metadata = consumer.list_topics(topic, timeout=10).topics[topic]
@@ -140,7 +140,7 @@ def end_offsets(settings: Settings, short_name: str) -> dict[int, int]:
 def read_deliveries(settings: Settings) -> list[AdmitDelivery]:
     """Every delivery on the topic, checking that each is keyed by its admission key."""
     out: list[AdmitDelivery] = []
-    for msg in read_topic(settings, settings.topic("deliveries")):
+    for msg in read_topic(settings, settings.topic_named("deliveries")):
         value = msg.value()
         assert value is not None
         record = decode(value)
@@ -152,7 +152,7 @@ def read_deliveries(settings: Settings) -> list[AdmitDelivery]:
 
 def read_runs(settings: Settings) -> list[object]:
     """Every committed record of the ``runs`` topic, decoded."""
-    values = [m.value() for m in read_topic(settings, settings.topic("runs"))]
+    values = [m.value() for m in read_topic(settings, settings.topic_named("runs"))]
     return [decode(v) for v in values if v is not None]
 
 

@@ -23,10 +23,10 @@ from confluent_kafka.cimpl import NewPartitions
 
 from schemas.commands import AdmitDelivery
 from schemas.events import DeliveryDeduplicated, RunAdmitted
-from sluicegate.topics import TopicError, ensure_topics
 from streams.admission_app import AdmissionApp
 from streams.deliveries import DeliveryProducer, build_delivery, new_delivery_id
 from streams.engine.processor import Processor
+from streams.kafka.topics import TopicError, ensure_topics
 from streams.workflow_table import WorkflowTable
 from tests.admission_harness import AdmissionHarness, Outcomes, candle
 from tests.engine_toy import Running
@@ -96,7 +96,7 @@ def admit_twenty(harness: AdmissionHarness) -> Running:
 def counts(harness: AdmissionHarness) -> dict[str, int]:
     admin = AdminClient(harness.settings.kafka_config())
     topics = admin.list_topics(timeout=10).topics
-    return {name: len(topics[harness.settings.topic(name)].partitions) for name in KEYED}
+    return {name: len(topics[harness.settings.topic_named(name)].partitions) for name in KEYED}
 
 
 def second_admissions(out: Outcomes, copies: list[AdmitDelivery]) -> int:
@@ -143,7 +143,7 @@ def test_a_processor_refuses_topics_raised_by_hand(harness: AdmissionHarness) ->
     running = admit_twenty(harness)
     running.stop()
     admin = AdminClient(harness.settings.kafka_config())
-    raised = [NewPartitions(harness.settings.topic(name), 4) for name in KEYED]
+    raised = [NewPartitions(harness.settings.topic_named(name), 4) for name in KEYED]
     for future in admin.create_partitions(raised).values():
         future.result()
     wait_until(lambda: set(counts(harness).values()) == {4})
@@ -171,7 +171,7 @@ def test_a_running_processor_stops_when_an_input_topic_is_raised(
 ) -> None:
     running = admit_twenty(harness)
     admin = AdminClient(harness.settings.kafka_config())
-    topic = harness.settings.topic("deliveries")
+    topic = harness.settings.topic_named("deliveries")
     for future in admin.create_partitions([NewPartitions(topic, 3)]).values():
         future.result()
     wait_until(lambda: counts(harness)["deliveries"] == 3)

@@ -32,7 +32,7 @@ from projections.projector import Projector
 from projections.rebuild import compare_schemas, stored_offsets
 from projections.store import Offsets
 from projections.testing import build_history, cleanup, produce_history, unique_settings
-from sluicegate.topics import ensure_topics
+from streams.kafka.topics import ensure_topics
 from streams.settings import Settings
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]

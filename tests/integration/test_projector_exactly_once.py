@@ -23,7 +23,7 @@ from projections.model import TABLES, MemoryProjection
 from projections.projector import Projector, source_topics
 from projections.replay import read_topics
 from projections.testing import build_history, cleanup, produce_history, table_rows, unique_settings
-from sluicegate.topics import ensure_topics
+from streams.kafka.topics import ensure_topics
 from streams.settings import Settings
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
@@ -148,8 +148,8 @@ def test_undecodable_messages_are_parked_not_dropped(settings: Settings) -> None
     from confluent_kafka import Producer
 
     producer = Producer(settings.producer_config())
-    producer.produce(settings.topic("runs"), key=b"k", value=b'{"not": "avro"}')
-    producer.produce(settings.topic("runs"), key=b"k", value=b"\xc3\x01" + b"\x00" * 8 + b"x")
+    producer.produce(settings.topic_named("runs"), key=b"k", value=b'{"not": "avro"}')
+    producer.produce(settings.topic_named("runs"), key=b"k", value=b"\xc3\x01" + b"\x00" * 8 + b"x")
     producer.flush(10)
     with Projector(settings) as projector:
         projector.run_until(timeout_s=30)

@@ -19,7 +19,7 @@ from projections.db import REBUILD_SUFFIX, connect, schema_exists, schema_name
 from projections.projector import Projector
 from projections.rebuild import rebuild, stored_offsets
 from projections.testing import build_history, cleanup, produce_history, unique_settings
-from sluicegate.topics import ensure_topics
+from streams.kafka.topics import ensure_topics
 from streams.settings import Settings
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]

@@ -26,7 +26,7 @@ from schemas.codec import decode, encode
 from schemas.commands import AdmitDelivery, AuthorizeRerun
 from schemas.events import BranchLaunched, DeliveryRejected, RunAdmitted
 from sluicegate.cli import main
-from sluicegate.topics import ensure_topics
+from streams.kafka.topics import ensure_topics
 from streams.settings import Settings
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
@@ -329,7 +329,7 @@ def _answer_reruns(settings: Settings, stop: threading.Event, seen: list[tuple[A
         )
     )
     producer = Producer(settings.producer_config())
-    consumer.subscribe([settings.topic("deliveries")])
+    consumer.subscribe([settings.topic_named("deliveries")])
     try:
         while not stop.is_set():
             m = consumer.poll(0.1)
@@ -355,7 +355,9 @@ def _answer_reruns(settings: Settings, stop: threading.Event, seen: list[tuple[A
                 rerun_reason=request.reason,
             )
             producer.produce(
-                settings.topic("runs"), key=request.admission_key.encode(), value=encode(rerun)
+                settings.topic_named("runs"),
+                key=request.admission_key.encode(),
+                value=encode(rerun),
             )
             producer.flush(10)
     finally:
@@ -430,10 +432,10 @@ def test_rerun_of_an_unknown_run_produces_nothing(
 def _end(settings: Settings) -> int:
     consumer = Consumer(settings.kafka_config(**{"group.id": "x"}))
     try:
-        meta = consumer.list_topics(settings.topic("deliveries"), timeout=10)
-        parts = meta.topics[settings.topic("deliveries")].partitions
+        meta = consumer.list_topics(settings.topic_named("deliveries"), timeout=10)
+        parts = meta.topics[settings.topic_named("deliveries")].partitions
         return sum(
-            consumer.get_watermark_offsets(TopicPartition(settings.topic("deliveries"), p))[1]
+            consumer.get_watermark_offsets(TopicPartition(settings.topic_named("deliveries"), p))[1]
             for p in parts
         )
     finally:

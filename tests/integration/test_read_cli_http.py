@@ -17,7 +17,7 @@ from projections.projector import Projector
 from projections.queries import STATS_KEYS
 from projections.testing import build_history, cleanup, produce_history, unique_settings
 from schemas.events import DeliveryDeduplicated, RunAdmitted
-from sluicegate.topics import ensure_topics
+from streams.kafka.topics import ensure_topics
 from streams.settings import Settings
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]

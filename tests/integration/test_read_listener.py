@@ -24,7 +24,7 @@ import pytest
 from projections.projector import Projector
 from projections.testing import build_history, cleanup, produce_history, unique_settings
 from schemas.events import RunAdmitted
-from sluicegate.topics import ensure_topics
+from streams.kafka.topics import ensure_topics
 from streams.settings import Settings
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]

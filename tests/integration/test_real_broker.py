@@ -12,7 +12,7 @@ import psycopg
 import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
-from sluicegate.topics import ensure_topics
+from streams.kafka.topics import ensure_topics
 from streams.settings import Settings, load_settings
 from tests.kafka_helpers import create_topics, read_topic, unique_settings
 
@@ -22,7 +22,7 @@ pytestmark = pytest.mark.integration
 @pytest.fixture()
 def one_topic() -> tuple[Settings, str]:
     settings = unique_settings()
-    topic = settings.topic("plain")
+    topic = settings.topic_named("plain")
     create_topics(settings, [(topic, 1, False)])
     return settings, topic
 
@@ -108,8 +108,12 @@ def test_declared_topics_are_idempotent_and_copartitioned() -> None:
     settings = unique_settings(partitions=4)
     first = ensure_topics(settings)
     assert ensure_topics(settings) == first
-    assert first[settings.topic("deliveries")] == first[settings.topic("branch-results")] == 4
-    assert first[settings.topic("workflows")] == 1
+    assert (
+        first[settings.topic_named("deliveries")]
+        == first[settings.topic_named("branch-results")]
+        == 4
+    )
+    assert first[settings.topic_named("workflows")] == 1
 
 
 def test_postgres_round_trip() -> None:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from sluicegate.topics import ensure_topics
+from streams.kafka.topics import ensure_topics
 from tests.kafka_helpers import unique_settings, wait_until
 
 pytestmark = pytest.mark.integration

@@ -12,7 +12,7 @@ from streams.settings import SettingsError, load_settings
 def test_defaults_are_the_local_stack() -> None:
     s = load_settings({})
     assert s.kafka == "127.0.0.1:9092"
-    assert s.topic("runs") == "sluicegate.runs"
+    assert s.topic_named("runs") == "sluicegate.runs"
     assert (s.http_host, s.http_port) == ("127.0.0.1", 8080)
     assert s.pg_dsn.endswith("@127.0.0.1:5432/sluicegate")
 

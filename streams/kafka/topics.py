@@ -1,4 +1,4 @@
-"""The one declarative list of Sluicegate's topics, applied idempotently.
+"""The topic catalogue (``schemas.topics``) made real on the broker, idempotently.
 
 ``ensure_topics`` creates what is missing and never changes a topic that exists. The
 processor keeps state per input partition number, so the topics keyed by admission key (one
@@ -15,53 +15,18 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable, Mapping
 from concurrent.futures import Future
-from dataclasses import dataclass
 
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
 
-from sluicegate.errors import SluicegateError
+from schemas.topics import TOPICS, TopicSpec
+from streams.errors import StreamsError
 from streams.settings import Settings
 
-DAY_MS = 86_400_000
 
-
-class TopicError(SluicegateError):
+class TopicError(StreamsError):
     """Topics could not be created or do not have the shape Sluicegate needs."""
-
-
-@dataclass(frozen=True)
-class TopicSpec:
-    """One topic: ``partitions=None`` means the configured default partition count."""
-
-    name: str
-    partitions: int | None = None
-    compacted: bool = False
-    retention_ms: int = 7 * DAY_MS
-    copartition_group: str | None = None
-
-    def config(self) -> dict[str, str]:
-        if self.compacted:
-            return {"cleanup.policy": "compact", "min.compaction.lag.ms": "0"}
-        return {"cleanup.policy": "delete", "retention.ms": str(self.retention_ms)}
-
-
-# Everything keyed by admission key shares the "admission" group.
-TOPICS: tuple[TopicSpec, ...] = (
-    TopicSpec("workflows", partitions=1, compacted=True),
-    TopicSpec("deliveries", retention_ms=14 * DAY_MS, copartition_group="admission"),
-    TopicSpec("branch-results", retention_ms=14 * DAY_MS, copartition_group="admission"),
-    TopicSpec("admission-changelog", compacted=True, copartition_group="admission"),
-    TopicSpec("runs", retention_ms=30 * DAY_MS, copartition_group="admission"),
-    TopicSpec("tasks", retention_ms=14 * DAY_MS, copartition_group="admission"),
-    TopicSpec("dead-letters", partitions=1, retention_ms=30 * DAY_MS),
-)
-
-
-def topic_names(settings: Settings) -> dict[str, str]:
-    """Short name -> full topic name under the configured prefix."""
-    return {spec.name: settings.topic(spec.name) for spec in TOPICS}
 
 
 def _wait(futures: Mapping[str, Future[object]], ignore: Iterable[str]) -> None:
@@ -86,7 +51,7 @@ def ensure_topics(
     topic's count is not ``SLUICEGATE_PARTITIONS``; the message says how to migrate.
     """
     admin = AdminClient(settings.kafka_config())
-    wanted = {settings.topic(s.name): s for s in TOPICS}
+    wanted = {settings.topic(s): s for s in TOPICS}
     try:
         metadata = admin.list_topics(timeout=timeout_s).topics
     except KafkaException as e:
@@ -118,7 +83,7 @@ def _existing_group_counts(existing: dict[str, int], settings: Settings) -> dict
     """Each co-partitioned group's count, from its existing topics (which must agree)."""
     members: dict[str, dict[str, int]] = {}
     for spec in TOPICS:
-        name = settings.topic(spec.name)
+        name = settings.topic(spec)
         if spec.copartition_group and name in existing:
             members.setdefault(spec.copartition_group, {})[name] = existing[name]
     for group, counts in members.items():
@@ -128,7 +93,7 @@ def _existing_group_counts(existing: dict[str, int], settings: Settings) -> dict
 
 def _require_declared_count(existing: dict[str, int], settings: Settings) -> None:
     for spec in TOPICS:
-        name = settings.topic(spec.name)
+        name = settings.topic(spec)
         count = existing.get(name)
         if spec.copartition_group and count is not None and count != settings.partitions:
             raise TopicError(
@@ -177,7 +142,7 @@ def check_copartitioning(counts: dict[str, int], settings: Settings) -> None:
     groups: dict[str, dict[str, int]] = {}
     for spec in TOPICS:
         if spec.copartition_group:
-            name = settings.topic(spec.name)
+            name = settings.topic(spec)
             groups.setdefault(spec.copartition_group, {})[name] = counts[name]
     for group, members in groups.items():
         _require_one_count(group, members)
