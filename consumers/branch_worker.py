@@ -28,7 +28,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import orjson
-from confluent_kafka import Consumer, KafkaException, Producer
+from confluent_kafka import KafkaException
 
 from consumers.errors import ConsumersError
 from schemas.codec import decode, encode
@@ -42,6 +42,7 @@ from schemas.events import (
     BranchStarted,
 )
 from schemas.topics import BRANCH_RESULTS, TASKS
+from streams.kafka.clients import idempotent_producer, read_committed_consumer
 from streams.settings import Settings
 
 log = logging.getLogger("sluicegate.worker")
@@ -108,19 +109,12 @@ class BranchWorker:
         self.stop_event = threading.Event()
         self.handled = 0
         self._results = settings.topic(BRANCH_RESULTS)
-        self._consumer = Consumer(
-            settings.kafka_config(
-                **{
-                    "group.id": f"{settings.topic_prefix}{group}",
-                    "isolation.level": "read_committed",
-                    "enable.auto.commit": False,
-                    "auto.offset.reset": "earliest",
-                }
-            )
+        self._consumer = read_committed_consumer(
+            settings,
+            group_id=f"{settings.topic_prefix}{group}",
+            tuning={"auto.offset.reset": "earliest"},
         )
-        self._producer = Producer(
-            settings.producer_config(**{"enable.idempotence": True, "acks": "all", "linger.ms": 5})
-        )
+        self._producer = idempotent_producer(settings, tuning={"linger.ms": 5})
         self._consumer.subscribe([settings.topic(TASKS)])
 
     def run(self) -> None:

@@ -45,7 +45,8 @@ from projections.store import Offsets, Store
 from schemas.codec import decode
 from schemas.errors import SchemaError
 from schemas.topics import projected
-from streams.settings import KafkaConfig, Settings
+from streams.kafka.clients import admin_client, read_committed_consumer
+from streams.settings import Settings
 
 log = logging.getLogger("sluicegate.projector")
 
@@ -74,22 +75,21 @@ class ProjectorStats:
     started: float = field(default_factory=time.monotonic)
 
 
-def _consumer_config(settings: Settings, schema: str) -> KafkaConfig:
-    return settings.kafka_config(
-        **{
-            # Required by librdkafka even though this consumer never joins the group or
-            # commits: partitions are assigned from the offsets stored in PostgreSQL.
-            "group.id": f"{settings.topic_prefix}projector.{schema}",
-            "enable.auto.commit": False,
+def _consumer(settings: Settings, schema: str) -> Consumer:
+    return read_committed_consumer(
+        settings,
+        # Required by librdkafka even though this consumer never joins the group or
+        # commits: partitions are assigned from the offsets stored in PostgreSQL.
+        group_id=f"{settings.topic_prefix}projector.{schema}",
+        tuning={
             "enable.auto.offset.store": False,
-            "isolation.level": "read_committed",
             "enable.partition.eof": True,
             # Only reached when a stored offset fell out of retention: start at the oldest.
             "auto.offset.reset": "earliest",
             # Short broker-side waits on empty fetches: a partition's end (and so "caught
             # up") is noticed within ~100 ms, at the cost of a few idle requests a second.
             "fetch.wait.max.ms": 100,
-        }
+        },
     )
 
 
@@ -285,12 +285,12 @@ class Projector:
 
     def _admin(self) -> AdminClient:
         if self._admin_client is None:
-            self._admin_client = AdminClient(self.settings.kafka_config())
+            self._admin_client = admin_client(self.settings)
         return self._admin_client
 
     def _kafka(self) -> Consumer:
         if self._consumer is None:
-            consumer = Consumer(_consumer_config(self.settings, self.schema))
+            consumer = _consumer(self.settings, self.schema)
             # Learn the partition leaders now: an assignment made before the consumer has
             # metadata for its topics waits for the next refresh, about a second.
             try:

@@ -19,7 +19,6 @@ from typing import Any, TextIO
 
 import orjson
 from confluent_kafka import (
-    Consumer,
     IsolationLevel,
     KafkaError,
     KafkaException,
@@ -36,6 +35,7 @@ from schemas.registry import RECORD_CLASSES
 from schemas.topics import TOPICS
 from streams.core.durations import parse_time as core_parse_time
 from streams.core.errors import InvalidValue
+from streams.kafka.clients import admin_client, read_committed_consumer
 from streams.settings import Settings
 
 _LATEST = OffsetSpec.latest()  # type: ignore[no-untyped-call]
@@ -169,20 +169,17 @@ def read_topics(
     later are not read. Partitions are read concurrently, so the order across partitions is
     arrival order; within a partition it is offset order.
     """
-    admin = AdminClient(settings.kafka_config())
-    consumer = Consumer(
-        settings.kafka_config(
-            **{
-                "group.id": f"{settings.topic_prefix}replay-{uuid.uuid4().hex}",
-                "enable.auto.commit": False,
-                "enable.auto.offset.store": False,
-                "isolation.level": "read_committed",
-                "enable.partition.eof": True,
-                "auto.offset.reset": "earliest",
-                # The end is known: do not let the broker hold empty fetches for long.
-                "fetch.wait.max.ms": 50,
-            }
-        )
+    admin = admin_client(settings)
+    consumer = read_committed_consumer(
+        settings,
+        group_id=f"{settings.topic_prefix}replay-{uuid.uuid4().hex}",
+        tuning={
+            "enable.auto.offset.store": False,
+            "enable.partition.eof": True,
+            "auto.offset.reset": "earliest",
+            # The end is known: do not let the broker hold empty fetches for long.
+            "fetch.wait.max.ms": 50,
+        },
     )
     try:
         try:

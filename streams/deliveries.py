@@ -29,7 +29,8 @@ from schemas.topics import DELIVERIES
 from streams.core.identity import identify
 from streams.core.refusals import check_delivery
 from streams.errors import KafkaUnavailable
-from streams.settings import KafkaConfig, Settings
+from streams.kafka.clients import ErrorCallback, idempotent_producer
+from streams.settings import Settings
 
 ENVIRONMENTS = ("paper", "live")
 
@@ -138,17 +139,15 @@ def _repeated_path(document: object) -> str:
     return "(unknown)"
 
 
-def producer_config(settings: Settings, client_id: str) -> KafkaConfig:
-    """Idempotent, acks=all, bounded delivery time: what every delivery producer uses."""
-    return settings.producer_config(
-        **{
-            "client.id": client_id,
-            "enable.idempotence": True,
-            "acks": "all",
-            "linger.ms": 2,
-            "delivery.timeout.ms": 10_000,
-            "message.timeout.ms": 10_000,
-        }
+def delivery_producer(
+    settings: Settings, client_id: str, error_cb: ErrorCallback | None = None
+) -> Producer:
+    """An idempotent producer (acks=all) with a bounded delivery time: every front door's."""
+    return idempotent_producer(
+        settings,
+        client_id=client_id,
+        error_cb=error_cb,
+        tuning={"linger.ms": 2, "delivery.timeout.ms": 10_000, "message.timeout.ms": 10_000},
     )
 
 
@@ -157,7 +156,7 @@ class DeliveryProducer:
 
     def __init__(self, settings: Settings, client_id: str = "sluicegate-publish") -> None:
         self.topic = settings.topic(DELIVERIES)
-        self._producer = Producer(producer_config(settings, client_id))
+        self._producer = delivery_producer(settings, client_id)
         self.failures: list[tuple[str, str]] = []
 
     def send(

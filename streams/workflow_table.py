@@ -14,12 +14,13 @@ from __future__ import annotations
 import threading
 import time
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
+from confluent_kafka import KafkaError, KafkaException, Message, TopicPartition
 
 from schemas.codec import decode
 from schemas.events import WorkflowRevised
 from schemas.topics import WORKFLOWS
 from streams.errors import KafkaUnavailable
+from streams.kafka.clients import read_committed_consumer
 from streams.settings import Settings
 
 # A topic created a moment ago answers these until its leader is known to every client.
@@ -36,18 +37,15 @@ class WorkflowTable:
 
     def __init__(self, settings: Settings) -> None:
         self._topic = settings.topic(WORKFLOWS)
-        self._consumer = Consumer(
-            settings.kafka_config(
-                **{
-                    "group.id": f"{settings.topic_prefix}workflow-table",
-                    "enable.auto.commit": False,
-                    "enable.partition.eof": True,
-                    "auto.offset.reset": "earliest",
-                    "isolation.level": "read_committed",
-                    # New revisions should reach running processors within ~50 ms.
-                    "fetch.wait.max.ms": 50,
-                }
-            )
+        self._consumer = read_committed_consumer(
+            settings,
+            group_id=f"{settings.topic_prefix}workflow-table",
+            tuning={
+                "enable.partition.eof": True,
+                "auto.offset.reset": "earliest",
+                # New revisions should reach running processors within ~50 ms.
+                "fetch.wait.max.ms": 50,
+            },
         )
         self._consumer.assign([TopicPartition(self._topic, 0, 0)])
         self._latest: dict[tuple[str, str], WorkflowRevised] = {}

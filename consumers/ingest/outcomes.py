@@ -22,7 +22,7 @@ import threading
 import uuid
 from dataclasses import dataclass
 
-from confluent_kafka import Consumer, KafkaException, TopicPartition
+from confluent_kafka import KafkaException, TopicPartition
 
 from schemas.codec import decode
 from schemas.errors import SchemaError
@@ -33,6 +33,7 @@ from schemas.events import (
     RunAdmitted,
 )
 from schemas.topics import RUNS
+from streams.kafka.clients import read_committed_consumer
 from streams.settings import Settings
 
 log = logging.getLogger("sluicegate.ingest.outcomes")
@@ -79,16 +80,11 @@ class OutcomeTracker:
 
     def __init__(self, settings: Settings) -> None:
         self.topic = settings.topic(RUNS)
-        self._consumer = Consumer(
-            settings.kafka_config(
-                **{
-                    # assign() only, no group membership or commits: the id is just required.
-                    "group.id": f"{settings.topic_prefix}ingest-outcomes-{uuid.uuid4().hex[:8]}",
-                    "enable.auto.commit": False,
-                    "isolation.level": "read_committed",
-                    "auto.offset.reset": "latest",
-                }
-            )
+        self._consumer = read_committed_consumer(
+            settings,
+            # assign() only, no group membership or commits: the id is just required.
+            group_id=f"{settings.topic_prefix}ingest-outcomes-{uuid.uuid4().hex[:8]}",
+            tuning={"auto.offset.reset": "latest"},
         )
         self._lock = threading.Lock()
         self._waiters: dict[str, tuple[asyncio.AbstractEventLoop, asyncio.Future[Outcome]]] = {}

@@ -7,7 +7,7 @@ the event loop thread: it only enqueues, and librdkafka's queueing is thread-saf
 
 Guarantee of :meth:`AsyncDeliveryProducer.send`: when it returns, the delivery was
 acknowledged by all in-sync replicas through the idempotent producer of
-:func:`streams.deliveries.producer_config` (no duplicate from producer retries). When it
+:func:`streams.deliveries.delivery_producer` (no duplicate from producer retries). When it
 raises :class:`~consumers.ingest.errors.KafkaUnavailable`, the delivery was *not confirmed*:
 it may still be written later (a queued message cannot be recalled), which is harmless
 because the sender's retry is deduplicated by admission.
@@ -21,13 +21,13 @@ import logging
 import threading
 import time
 
-from confluent_kafka import KafkaError, KafkaException, Message, Producer
+from confluent_kafka import KafkaError, KafkaException, Message
 
 from consumers.ingest.errors import KafkaUnavailable
 from schemas.codec import encode
 from schemas.commands import AdmitDelivery
 from schemas.topics import DELIVERIES
-from streams.deliveries import producer_config
+from streams.deliveries import delivery_producer
 from streams.settings import Settings
 
 log = logging.getLogger("sluicegate.ingest.producer")
@@ -38,9 +38,7 @@ class AsyncDeliveryProducer:
 
     def __init__(self, settings: Settings, client_id: str = "sluicegate-ingest") -> None:
         self.topic = settings.topic(DELIVERIES)
-        config: dict[str, object] = dict(producer_config(settings, client_id))
-        config["error_cb"] = self._on_error
-        self._producer = Producer(config)
+        self._producer = delivery_producer(settings, client_id, error_cb=self._on_error)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None

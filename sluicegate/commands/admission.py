@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import TextIO
 
 import orjson
-from confluent_kafka import Producer
 
 from schemas.codec import encode
 from schemas.commands import AdmitDelivery
@@ -37,6 +36,7 @@ from streams.deliveries import (
     parse_json_object,
 )
 from streams.engine.processor import Processor, wall_clock_ms
+from streams.kafka.clients import idempotent_producer
 from streams.kafka.topics import ensure_topics
 from streams.settings import Settings, load_settings
 from streams.workflow_table import WorkflowTable
@@ -100,7 +100,7 @@ def cmd_workflows_apply(args: argparse.Namespace) -> int:
 
     ensure_topics(settings)
     table = WorkflowTable(settings)
-    producer = Producer(settings.producer_config(**{"enable.idempotence": True, "acks": "all"}))
+    producer = idempotent_producer(settings)
     rows: list[dict[str, object]] = []
     try:
         table.catch_up()

@@ -15,7 +15,7 @@ import uuid
 from typing import Any
 
 import orjson
-from confluent_kafka import KafkaException, Producer
+from confluent_kafka import KafkaException
 
 from projections import queries
 from projections.errors import NotFound, ProjectionError
@@ -25,7 +25,8 @@ from schemas.codec import encode
 from schemas.commands import AuthorizeRerun
 from schemas.topics import DELIVERIES
 from sluicegate.output import print_table
-from streams.settings import load_settings
+from streams.kafka.clients import idempotent_producer
+from streams.settings import Settings, load_settings
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -227,11 +228,7 @@ def cmd_runs_rerun(args: argparse.Namespace) -> int:
         requested_by=os.environ.get("USER") or "operator",
         requested_at_ms=int(time.time() * 1000),
     )
-    _produce_rerun(
-        settings.topic(DELIVERIES),
-        request,
-        settings.producer_config(**{"enable.idempotence": True, "acks": "all"}),
-    )
+    _produce_rerun(settings, request)
     if not args.json:
         print(f"rerun requested: request id {request.request_id}")
     if args.wait <= 0:
@@ -258,17 +255,17 @@ def cmd_runs_rerun(args: argparse.Namespace) -> int:
     return 0 if "admitted" in outcome else 1
 
 
-def _produce_rerun(topic: str, request: AuthorizeRerun, config: dict[str, Any]) -> None:
+def _produce_rerun(settings: Settings, request: AuthorizeRerun) -> None:
     errors: list[str] = []
 
     def delivered(err: Any, _msg: Any) -> None:
         if err is not None:
             errors.append(str(err))
 
-    producer = Producer(config)
+    producer = idempotent_producer(settings)
     try:
         producer.produce(
-            topic,
+            settings.topic(DELIVERIES),
             key=request.admission_key.encode("utf-8"),
             value=encode(request),
             on_delivery=delivered,

@@ -51,7 +51,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import KafkaException, TopicPartition
 
 from schemas.topics import DEAD_LETTERS
 from streams.engine import transactions as txn
@@ -62,6 +62,7 @@ from streams.engine.budget import BatchBudget, next_budget
 from streams.engine.deciding import Decider
 from streams.engine.restore import RESTORE_MARGIN_S, Restorer
 from streams.errors import TransactionUnresolved
+from streams.kafka.clients import read_committed_consumer, transactional_producer
 from streams.settings import Settings
 
 log = logging.getLogger("sluicegate.processor")
@@ -124,30 +125,23 @@ class Processor(Generic[S, C, E]):
         self._budget = batch_size
         self._deadline_s = transaction_timeout_ms / 1000 + _COMMIT_MARGIN_S
         group = f"{settings.topic_prefix}{app.name}"
-        self._producer = Producer(
-            settings.producer_config(
-                **{
-                    "transactional.id": f"{settings.topic_prefix}{app.name}-{instance_id}",
-                    "transaction.timeout.ms": transaction_timeout_ms,
-                    "linger.ms": 5,
-                    "client.id": f"{app.name}-{instance_id}",
-                }
-            )
+        self._producer = transactional_producer(
+            settings,
+            transactional_id=f"{settings.topic_prefix}{app.name}-{instance_id}",
+            client_id=f"{app.name}-{instance_id}",
+            tuning={"transaction.timeout.ms": transaction_timeout_ms, "linger.ms": 5},
         )
-        self._consumer = Consumer(
-            settings.kafka_config(
-                **{
-                    "group.id": group,
-                    "client.id": f"{app.name}-{instance_id}",
-                    "isolation.level": "read_committed",
-                    "enable.auto.commit": False,
-                    "auto.offset.reset": "earliest",
-                    "partition.assignment.strategy": "range",
-                    "session.timeout.ms": 6000,
-                    "heartbeat.interval.ms": 1500,
-                    "max.poll.interval.ms": 300_000,
-                }
-            )
+        self._consumer = read_committed_consumer(
+            settings,
+            group_id=group,
+            client_id=f"{app.name}-{instance_id}",
+            tuning={
+                "auto.offset.reset": "earliest",
+                "partition.assignment.strategy": "range",
+                "session.timeout.ms": 6000,
+                "heartbeat.interval.ms": 1500,
+                "max.poll.interval.ms": 300_000,
+            },
         )
         restorer = Restorer(
             settings,

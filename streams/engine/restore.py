@@ -35,6 +35,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Topic
 
 from streams.engine.store import PARTITIONS_KEY, PartitionStore
 from streams.errors import PartitionCountChanged, StateRestoreError
+from streams.kafka.clients import read_committed_consumer, uncommitted_consumer
 from streams.settings import Settings
 
 log = logging.getLogger("sluicegate.processor")
@@ -55,26 +56,12 @@ class Restorer:
     def __init__(self, settings: Settings, group: str, bound_s: float) -> None:
         """``group`` names the (never joined) consumer groups of the restore clients."""
         self.bound_s = bound_s
-        self._reader = Consumer(
-            settings.kafka_config(
-                **{
-                    "group.id": group,
-                    "isolation.level": "read_committed",
-                    "enable.auto.commit": False,
-                    "enable.partition.eof": True,
-                    "auto.offset.reset": "earliest",
-                }
-            )
+        self._reader = read_committed_consumer(
+            settings,
+            group_id=group,
+            tuning={"enable.partition.eof": True, "auto.offset.reset": "earliest"},
         )
-        self._ends = Consumer(
-            settings.kafka_config(
-                **{
-                    "group.id": f"{group}-ends",
-                    "isolation.level": "read_uncommitted",
-                    "enable.auto.commit": False,
-                }
-            )
-        )
+        self._ends = uncommitted_consumer(settings, group_id=f"{group}-ends")
 
     def close(self) -> None:
         self._reader.close()

@@ -22,6 +22,7 @@ from confluent_kafka.cimpl import NewTopic
 
 from schemas.topics import TOPICS, TopicSpec
 from streams.errors import StreamsError
+from streams.kafka.clients import admin_client
 from streams.settings import Settings
 
 
@@ -50,7 +51,7 @@ def ensure_topics(
     created or altered by hand), and, with ``require_declared_count``, if an existing keyed
     topic's count is not ``SLUICEGATE_PARTITIONS``; the message says how to migrate.
     """
-    admin = AdminClient(settings.kafka_config())
+    admin = admin_client(settings)
     wanted = {settings.topic(s): s for s in TOPICS}
     try:
         metadata = admin.list_topics(timeout=timeout_s).topics

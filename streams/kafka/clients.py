@@ -1,0 +1,114 @@
+"""One factory per kind of Kafka client, so that no component configures one by hand.
+
+What each kind guarantees is set here and cannot be overridden (a ``tuning`` argument that
+names one of these settings is a ``ValueError``, a programming error):
+
+* :func:`idempotent_producer`: ``acks=all`` and ``enable.idempotence``, so an acknowledged
+  record was written by every in-sync replica and a producer retry never writes it twice;
+* :func:`transactional_producer`: the same, plus a ``transactional.id`` (the exactly-once
+  engine's producer);
+* :func:`read_committed_consumer`: ``isolation.level=read_committed`` (records of aborted
+  transactions never arrive) and no automatic offset commits;
+* :func:`uncommitted_consumer`: ``read_uncommitted``, for reading true end offsets (high
+  watermarks), never for deciding anything;
+* :func:`admin_client`.
+
+Every producer partitions with Java's murmur2 (``Settings.producer_config``), so any client
+that keys by admission key lands on the same partition number. Settings from
+``SLUICEGATE_RDKAFKA_*`` pass through to every client (``Settings.kafka_config``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+
+from confluent_kafka import Consumer, KafkaError, Producer
+from confluent_kafka.admin import AdminClient
+
+from streams.settings import KafkaConfig, Settings
+
+ErrorCallback = Callable[[KafkaError], None]
+
+IDEMPOTENT: Mapping[str, object] = {"enable.idempotence": True, "acks": "all"}
+"""What every producer guarantees."""
+READ_COMMITTED: Mapping[str, object] = {
+    "isolation.level": "read_committed",
+    "enable.auto.commit": False,
+}
+"""What every deciding or reading consumer guarantees."""
+READ_UNCOMMITTED: Mapping[str, object] = {
+    "isolation.level": "read_uncommitted",
+    "enable.auto.commit": False,
+}
+
+
+def client_config(
+    settings: Settings,
+    guaranteed: Mapping[str, object],
+    named: Mapping[str, object],
+    tuning: Mapping[str, object] | None = None,
+    *,
+    producer: bool = False,
+) -> KafkaConfig:
+    """One client's configuration: the pass-through settings, its names (ids), its tuning,
+    then what its kind guarantees; ``ValueError`` if ``tuning`` names a guaranteed setting."""
+    tuned = dict(tuning or {})
+    fixed = sorted(set(guaranteed) & set(tuned))
+    if fixed:
+        raise ValueError(f"{', '.join(fixed)} is fixed by the client kind and cannot be tuned")
+    build = settings.producer_config if producer else settings.kafka_config
+    return build(**{**named, **tuned, **guaranteed})
+
+
+def idempotent_producer(
+    settings: Settings,
+    *,
+    client_id: str | None = None,
+    error_cb: ErrorCallback | None = None,
+    tuning: Mapping[str, object] | None = None,
+) -> Producer:
+    """A producer whose acknowledged records are on every in-sync replica, written once."""
+    named = {} if client_id is None else {"client.id": client_id}
+    config: dict[str, object] = dict(
+        client_config(settings, IDEMPOTENT, named, tuning, producer=True)
+    )
+    if error_cb is not None:
+        config["error_cb"] = error_cb
+    return Producer(config)
+
+
+def transactional_producer(
+    settings: Settings,
+    *,
+    transactional_id: str,
+    client_id: str,
+    tuning: Mapping[str, object] | None = None,
+) -> Producer:
+    """An idempotent producer with ``transactional_id``; call ``init_transactions`` first."""
+    guaranteed = {**IDEMPOTENT, "transactional.id": transactional_id}
+    named = {"client.id": client_id}
+    return Producer(client_config(settings, guaranteed, named, tuning, producer=True))
+
+
+def read_committed_consumer(
+    settings: Settings,
+    *,
+    group_id: str,
+    client_id: str | None = None,
+    tuning: Mapping[str, object] | None = None,
+) -> Consumer:
+    """A consumer that sees committed records only and never commits offsets on its own."""
+    named = {"group.id": group_id} | ({} if client_id is None else {"client.id": client_id})
+    return Consumer(client_config(settings, READ_COMMITTED, named, tuning))
+
+
+def uncommitted_consumer(
+    settings: Settings, *, group_id: str, tuning: Mapping[str, object] | None = None
+) -> Consumer:
+    """A consumer for true end offsets (``read_uncommitted`` high watermarks); never commits."""
+    return Consumer(client_config(settings, READ_UNCOMMITTED, {"group.id": group_id}, tuning))
+
+
+def admin_client(settings: Settings) -> AdminClient:
+    """An admin client (topic metadata, creation, offsets)."""
+    return AdminClient(settings.kafka_config())

@@ -1,0 +1,43 @@
+"""Every client kind carries its guarantees, whatever a caller tunes or the environment says."""
+
+from __future__ import annotations
+
+import pytest
+
+from streams.kafka.clients import IDEMPOTENT, READ_COMMITTED, READ_UNCOMMITTED, client_config
+from streams.settings import load_settings
+
+
+def test_a_producer_is_idempotent_acks_all_and_murmur2_partitioned() -> None:
+    settings = load_settings({"SLUICEGATE_RDKAFKA_ACKS": "1"})
+    conf = client_config(settings, IDEMPOTENT, {"client.id": "c"}, {"linger.ms": 2}, producer=True)
+    assert conf["acks"] == "all"  # the environment's acks=1 does not weaken it
+    assert conf["enable.idempotence"] is True
+    assert conf["partitioner"] == "murmur2_random"
+    assert (conf["client.id"], conf["linger.ms"]) == ("c", 2)
+
+
+def test_consumers_read_committed_or_uncommitted_and_never_auto_commit() -> None:
+    settings = load_settings({})
+    committed = client_config(settings, READ_COMMITTED, {"group.id": "g"})
+    assert committed["isolation.level"] == "read_committed"
+    assert committed["enable.auto.commit"] is False
+    assert "partitioner" not in committed
+    ends = client_config(settings, READ_UNCOMMITTED, {"group.id": "g"})
+    assert (ends["isolation.level"], ends["enable.auto.commit"]) == ("read_uncommitted", False)
+
+
+@pytest.mark.parametrize(
+    ("guaranteed", "tuning"),
+    [
+        (IDEMPOTENT, {"acks": "1"}),
+        (IDEMPOTENT, {"enable.idempotence": False}),
+        (READ_COMMITTED, {"isolation.level": "read_uncommitted"}),
+        (READ_COMMITTED, {"enable.auto.commit": True}),
+    ],
+)
+def test_a_guarantee_cannot_be_tuned_away(
+    guaranteed: dict[str, object], tuning: dict[str, object]
+) -> None:
+    with pytest.raises(ValueError, match="fixed by the client kind"):
+        client_config(load_settings({}), guaranteed, {"group.id": "g"}, tuning)
