@@ -38,7 +38,3 @@ class OffsetsMoved(ProjectionError):
 
 class TopicRecreated(ProjectionError):
     """A stored offset lies beyond the end of its partition: the topic was recreated."""
-
-
-class InvalidFilter(ProjectionError):
-    """A command-line filter or option value cannot be used (bad time, unknown topic)."""

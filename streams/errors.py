@@ -51,3 +51,7 @@ class TransactionUnresolved(StreamsError):
     Restart the instance with the same ``--instance-id``: initialising its transactions
     aborts (or completes) the open one, and its state is restored from the changelog.
     """
+
+
+class InvalidFilter(StreamsError):
+    """A replay filter or option value cannot be used (a bad time, an unknown topic)."""

@@ -24,14 +24,14 @@ from schemas.events import (
     RunAdmitted,
     WorkflowRevised,
 )
-from streams.admission_app import AdmissionApp
+from streams.adapters.deliveries import DeliveryProducer, build_delivery, new_delivery_id
+from streams.adapters.workflow_table import WorkflowTable
+from streams.apps.admission import AdmissionApp
 from streams.core.durations import parse_time
 from streams.core.workflow import parse_workflow_file, revise, workflow_key
-from streams.deliveries import DeliveryProducer, build_delivery, new_delivery_id
 from streams.engine.processor import Processor
 from streams.kafka.topics import ensure_topics
 from streams.settings import Settings
-from streams.workflow_table import WorkflowTable
 from tests.kafka_helpers import read_topic, unique_settings, wait_until
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -84,11 +84,11 @@ from consumers.ingest.settings import IngestSettings, parse_duration_s
 from consumers.ingest.workflows import WorkflowDirectory
 from schemas.commands import AdmitDelivery
 from schemas.events import WorkflowRevised
+from streams.adapters.deliveries import ENVIRONMENTS, build_delivery, new_delivery_id
+from streams.adapters.workflow_table import WorkflowTable
 from streams.core.errors import DeliveryRefused, FieldRole, IdentityError
 from streams.core.reasons import REJECT_PAYLOAD_TOO_LARGE, REJECT_SOURCE_TIME_IN_FUTURE
-from streams.deliveries import ENVIRONMENTS, build_delivery, new_delivery_id
 from streams.settings import Settings
-from streams.workflow_table import WorkflowTable
 
 log = logging.getLogger("sluicegate.ingest")
 access_log = logging.getLogger("sluicegate.ingest.access")

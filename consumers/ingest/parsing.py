@@ -30,8 +30,8 @@ import orjson
 
 from consumers.ingest.errors import InvalidBody, Problem, UnsupportedMediaType
 from schemas.events import WorkflowRevised
+from streams.adapters.deliveries import DuplicateKey, TooDeep, parse_json_object
 from streams.core.workflow import CANDLE_CLOSE, CANDLE_OPEN_FIELD, INTERVAL_FIELD
-from streams.deliveries import DuplicateKey, TooDeep, parse_json_object
 
 REPEATED_KEY = "given more than once (JSON parsers disagree on which value counts)"
 

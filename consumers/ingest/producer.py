@@ -7,7 +7,7 @@ the event loop thread: it only enqueues, and librdkafka's queueing is thread-saf
 
 Guarantee of :meth:`AsyncDeliveryProducer.send`: when it returns, the delivery was
 acknowledged by all in-sync replicas through the idempotent producer of
-:func:`streams.deliveries.delivery_producer` (no duplicate from producer retries). When it
+:func:`streams.adapters.deliveries.delivery_producer` (no duplicate from producer retries). When it
 raises :class:`~consumers.ingest.errors.KafkaUnavailable`, the delivery was *not confirmed*:
 it may still be written later (a queued message cannot be recalled), which is harmless
 because the sender's retry is deduplicated by admission.
@@ -27,7 +27,7 @@ from consumers.ingest.errors import KafkaUnavailable
 from schemas.codec import encode
 from schemas.commands import AdmitDelivery
 from schemas.topics import DELIVERIES
-from streams.deliveries import delivery_producer
+from streams.adapters.deliveries import delivery_producer
 from streams.settings import Settings
 
 log = logging.getLogger("sluicegate.ingest.producer")

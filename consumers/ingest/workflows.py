@@ -1,7 +1,7 @@
 """The workflow table as the event loop sees it: a snapshot that never blocks the loop.
 
-:class:`streams.workflow_table.WorkflowTable` is blocking and holds its lock while it catches
-up (up to its timeout when Kafka is slow), so the loop never touches it. All table calls run
+:class:`streams.adapters.workflow_table.WorkflowTable` is blocking and holds its lock while it
+catches up (up to its timeout when Kafka is slow), so the loop never touches it. All table calls run
 on one dedicated thread; after each catch-up the thread publishes a fresh snapshot dict,
 which the loop reads without locking (replacing a dict reference is atomic).
 
@@ -27,7 +27,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from consumers.ingest.errors import KafkaUnavailable
 from schemas.events import WorkflowRevised
-from streams.workflow_table import WorkflowTable
+from streams.adapters.workflow_table import WorkflowTable
 
 log = logging.getLogger("sluicegate.ingest.workflows")
 

@@ -21,12 +21,7 @@ from schemas.events import WorkflowRevised
 from schemas.topics import WORKFLOWS
 from sluicegate.errors import SluicegateError
 from sluicegate.output import print_table
-from streams.admission_app import AdmissionApp
-from streams.core.admission import AdmissionEvent, Command, OccurrenceState
-from streams.core.errors import DeliveryRefused, IdentityChanged, WorkflowFileError
-from streams.core.refusals import bad_delivery_id
-from streams.core.workflow import parse_workflow_file, revise, workflow_key
-from streams.deliveries import (
+from streams.adapters.deliveries import (
     ENVIRONMENTS,
     DeliveryProducer,
     DuplicateKey,
@@ -35,11 +30,16 @@ from streams.deliveries import (
     new_delivery_id,
     parse_json_object,
 )
+from streams.adapters.workflow_table import WorkflowTable
+from streams.apps.admission import AdmissionApp
+from streams.core.admission import AdmissionEvent, Command, OccurrenceState
+from streams.core.errors import DeliveryRefused, IdentityChanged, WorkflowFileError
+from streams.core.refusals import bad_delivery_id
+from streams.core.workflow import parse_workflow_file, revise, workflow_key
 from streams.engine.processor import Processor, wall_clock_ms
 from streams.kafka.clients import idempotent_producer
 from streams.kafka.topics import ensure_topics
 from streams.settings import Settings, load_settings
-from streams.workflow_table import WorkflowTable
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -20,11 +20,11 @@ from confluent_kafka import KafkaException
 from projections import queries
 from projections.errors import NotFound, ProjectionError
 from projections.progress import Progress
-from projections.replay import ReplayFilter, Writer, parse_time, read_topics, resolve_topics
 from schemas.codec import encode
 from schemas.commands import AuthorizeRerun
 from schemas.topics import DELIVERIES
 from sluicegate.output import print_table
+from streams.adapters.replay import ReplayFilter, Writer, parse_time, read_topics, resolve_topics
 from streams.kafka.clients import idempotent_producer
 from streams.settings import Settings, load_settings
 

@@ -195,7 +195,7 @@ class DeliveryRefused(CoreError):
     """A delivery that cannot become a run: ``reason`` (a ``DeliveryRejected`` reason) and
     the ``problems``, each naming its field and role.
 
-    Raised by the front doors' pure checks (:func:`streams.deliveries.build_delivery`) so
+    Raised by the front doors' pure checks (:func:`streams.adapters.deliveries.build_delivery`) so
     that they refuse, and produce nothing for, what admission would reject; the processor
     turns the same findings into ``DeliveryRejected`` events. The sender must fix the
     payload (or its clock).

@@ -1,7 +1,7 @@
 """What a first delivery is refused for beyond its identity: the admission bounds on content.
 
 Pure functions shared by the processor (:func:`streams.core.admission.decide`, with its
-clock) and the front doors (:func:`streams.deliveries.build_delivery`, with theirs), so the
+clock) and the front doors (:func:`streams.adapters.deliveries.build_delivery`, with theirs), so the
 webhook and ``sluicegate publish`` refuse early, with the same reasons and the same field
 names, what admission would reject:
 

@@ -27,7 +27,7 @@ from projections.projector import Projector
 from projections.testing import cleanup
 from schemas.codec import decode
 from schemas.events import BranchLaunched, RunAdmitted
-from streams.deliveries import DeliveryProducer, build_delivery
+from streams.adapters.deliveries import DeliveryProducer, build_delivery
 from streams.settings import Settings
 from tests.admission_harness import OUTCOMES, AdmissionHarness, candle
 from tests.kafka_helpers import read_topic, wait_until

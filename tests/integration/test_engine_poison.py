@@ -24,10 +24,10 @@ from confluent_kafka.cimpl import NewTopic
 
 from schemas.codec import decode
 from schemas.events import DeliveryRejected, RunAdmitted
-from streams.admission_app import AdmissionApp
+from streams.adapters.workflow_table import WorkflowTable
+from streams.apps.admission import AdmissionApp
 from streams.engine.processor import Processor
 from streams.settings import Settings
-from streams.workflow_table import WorkflowTable
 from tests.admission_harness import AdmissionHarness, candle
 from tests.engine_toy import Running, ToyApp, ToyProcessor, admitted, out_events, produce_records
 from tests.kafka_helpers import read_topic, unique_settings, wait_until

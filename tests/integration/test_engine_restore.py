@@ -19,14 +19,14 @@ from confluent_kafka.admin import AdminClient
 
 from schemas.codec import encode
 from schemas.events import DeliveryDeduplicated, RunAdmitted
-from streams.admission_app import AdmissionApp
+from streams.adapters.deliveries import build_delivery, new_delivery_id
+from streams.adapters.workflow_table import WorkflowTable
+from streams.apps.admission import AdmissionApp
 from streams.core import admission
 from streams.core.admission import Admit
 from streams.core.state_codec import encode_state
-from streams.deliveries import build_delivery, new_delivery_id
 from streams.engine.processor import Processor
 from streams.engine.store import state_key, timer_key
-from streams.workflow_table import WorkflowTable
 from tests.admission_harness import AdmissionHarness, candle
 from tests.engine_toy import Running
 from tests.kafka_helpers import read_topic, wait_until

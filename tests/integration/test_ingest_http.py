@@ -22,8 +22,8 @@ from consumers.ingest.app import create_app
 from consumers.ingest.auth import sign
 from consumers.ingest.workflows import WorkflowDirectory
 from schemas.events import RunAdmitted
+from streams.adapters.workflow_table import WorkflowTable
 from streams.settings import load_settings
-from streams.workflow_table import WorkflowTable
 from tests.integration.test_ingest_helpers import (
     REPO,
     SLUICEGATE,

@@ -23,11 +23,11 @@ from confluent_kafka.cimpl import NewPartitions
 
 from schemas.commands import AdmitDelivery
 from schemas.events import DeliveryDeduplicated, RunAdmitted
-from streams.admission_app import AdmissionApp
-from streams.deliveries import DeliveryProducer, build_delivery, new_delivery_id
+from streams.adapters.deliveries import DeliveryProducer, build_delivery, new_delivery_id
+from streams.adapters.workflow_table import WorkflowTable
+from streams.apps.admission import AdmissionApp
 from streams.engine.processor import Processor
 from streams.kafka.topics import TopicError, ensure_topics
-from streams.workflow_table import WorkflowTable
 from tests.admission_harness import AdmissionHarness, Outcomes, candle
 from tests.engine_toy import Running
 from tests.kafka_helpers import unique_settings, wait_until

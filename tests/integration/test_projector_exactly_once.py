@@ -21,8 +21,8 @@ from projections.handlers import Source, project
 from projections.migrate import migrations
 from projections.model import TABLES, MemoryProjection
 from projections.projector import Projector, source_topics
-from projections.replay import read_topics
 from projections.testing import build_history, cleanup, produce_history, table_rows, unique_settings
+from streams.adapters.replay import read_topics
 from streams.kafka.topics import ensure_topics
 from streams.settings import Settings
 

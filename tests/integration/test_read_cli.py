@@ -20,12 +20,12 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 
 from projections.projector import Projector, source_topics
 from projections.queries import STATS_KEYS
-from projections.replay import read_topics
 from projections.testing import Emitted, build_history, cleanup, produce_history, unique_settings
 from schemas.codec import decode, encode
 from schemas.commands import AdmitDelivery, AuthorizeRerun
 from schemas.events import BranchLaunched, DeliveryRejected, RunAdmitted
 from sluicegate.cli import main
+from streams.adapters.replay import read_topics
 from streams.kafka.topics import ensure_topics
 from streams.settings import Settings
 

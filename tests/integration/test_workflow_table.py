@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from streams.workflow_table import WorkflowTable
+from streams.adapters.workflow_table import WorkflowTable
 from tests.admission_harness import AdmissionHarness
 
 pytestmark = pytest.mark.integration

@@ -13,7 +13,7 @@ from typing import Any, cast
 
 from consumers.ingest.workflows import WorkflowDirectory
 from schemas.events import WorkflowRevised
-from streams.workflow_table import WorkflowTable
+from streams.adapters.workflow_table import WorkflowTable
 
 
 class _SlowTable:

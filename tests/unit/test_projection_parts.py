@@ -5,13 +5,11 @@ from __future__ import annotations
 import pytest
 
 from projections.db import REBUILD_SUFFIX, schema_name
-from projections.errors import InvalidFilter
 from projections.handlers import HANDLERS, Source, project, record_time_ms
 from projections.metrics import render
 from projections.migrate import migrations
 from projections.model import TABLES, MemoryProjection, RowOp, reduce_rows, storable
 from projections.rebuild import Difference
-from projections.replay import ReplayFilter, csv_columns, parse_time
 from schemas.events import (
     ActionDispatched,
     AdmissionRecordEvicted,
@@ -26,6 +24,8 @@ from schemas.events import (
     RunStatusChanged,
 )
 from schemas.registry import RECORD_CLASSES
+from streams.adapters.replay import ReplayFilter, csv_columns, parse_time
+from streams.errors import InvalidFilter
 
 
 def test_schema_names_are_safe_identifiers_that_fit() -> None:

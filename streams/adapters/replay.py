@@ -26,15 +26,14 @@ from confluent_kafka import (
 )
 from confluent_kafka.admin import AdminClient, OffsetSpec  # type: ignore[attr-defined]
 
-from projections.errors import InvalidFilter, ProjectionError
-from projections.projector import source_topics
-from projections.queries import iso
 from schemas.codec import decode, to_json_dict
 from schemas.errors import SchemaError
 from schemas.registry import RECORD_CLASSES
-from schemas.topics import TOPICS
+from schemas.topics import TOPICS, projected
+from streams.core.durations import format_time
 from streams.core.durations import parse_time as core_parse_time
 from streams.core.errors import InvalidValue
+from streams.errors import FatalKafkaError, InvalidFilter, KafkaUnavailable
 from streams.kafka.clients import admin_client, read_committed_consumer
 from streams.settings import Settings
 
@@ -129,7 +128,7 @@ class Replayed:
             "partition": self.partition,
             "offset": self.offset,
             "timestamp_ms": self.timestamp_ms,
-            "timestamp": iso(self.timestamp_ms),
+            "timestamp": None if self.timestamp_ms is None else format_time(self.timestamp_ms),
             "key": self.key,
             "type": type(self.record).__name__ if self.record is not None else None,
             "record": to_json_dict(self.record) if self.record is not None else None,
@@ -145,7 +144,7 @@ def resolve_topics(settings: Settings, names: Sequence[str] | None) -> list[str]
     """Short topic names to replay: ``names`` (short or full), or every source topic."""
     known = [spec.name for spec in TOPICS]
     if not names:
-        return list(source_topics())
+        return [spec.name for spec in projected()]
     result = []
     for name in names:
         short = name.removeprefix(settings.topic_prefix)
@@ -187,7 +186,7 @@ def read_topics(
             # an assignment waits for its next metadata refresh (about a second).
             metadata = consumer.list_topics(timeout=10.0).topics
         except KafkaException as e:
-            raise ProjectionError(f"cannot reach Kafka at {settings.kafka}: {e}") from e
+            raise KafkaUnavailable(f"cannot reach Kafka at {settings.kafka}: {e}") from e
         partitions = [
             TopicPartition(settings.topic_named(short), p)
             for short in topics
@@ -225,7 +224,7 @@ def read_topics(
                     if err.code() == KafkaError._PARTITION_EOF:
                         pending.discard(where)
                     elif err.fatal():
-                        raise ProjectionError(f"Kafka consumer failed: {err.str()}")
+                        raise FatalKafkaError(f"Kafka consumer failed: {err.str()}")
                     continue
                 offset = int(m.offset() or 0)
                 if where not in pending or offset >= ends[where]:
@@ -273,7 +272,7 @@ def _offsets(
     try:
         return {(tp.topic, tp.partition): int(f.result().offset) for tp, f in futures.items()}
     except KafkaException as e:
-        raise ProjectionError(f"cannot read offsets from Kafka: {e.args[0].str()}") from e
+        raise KafkaUnavailable(f"cannot read offsets from Kafka: {e.args[0].str()}") from e
 
 
 def csv_columns() -> list[str]:

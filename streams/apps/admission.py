@@ -31,13 +31,13 @@ from schemas.events import (
     WorkflowRevised,
 )
 from schemas.topics import ADMISSION_CHANGELOG, BRANCH_RESULTS, DELIVERIES, RUNS, TASKS
+from streams.adapters.workflow_table import WorkflowTable
 from streams.core import admission
 from streams.core.admission import Admit, CheckTimers, OccurrenceState, RecordBranchReport, Rerun
 from streams.core.reasons import CANNOT_BE_RECORDED
 from streams.core.state_codec import decode_state, encode_state
 from streams.engine.app import InputError, Route
 from streams.settings import Settings
-from streams.workflow_table import WorkflowTable
 
 _REPORTS = (BranchStarted, BranchCompleted, BranchFailed, BranchSkipped)
 _TASKS = (BranchLaunched, BranchRelaunched)
