@@ -1,30 +1,65 @@
 """The ``sluicegate`` console script.
 
-Each area of the product registers its subcommands from its own module under
-``sluicegate/commands/``: a module exposes ``register(subparsers)`` and sets
-``func(args) -> int`` on the parsers it adds. Errors derived from :class:`SluicegateError`
-(and every package's own error root) are printed to stderr with a non-zero exit code.
+Each command group has its module under ``sluicegate/commands/``: it exposes
+``register(subparsers)`` and sets ``func(args) -> int`` on the parsers it adds; the components
+they run are built by :mod:`sluicegate.bootstrap`. An error derived from one of the packages'
+error roots (:data:`ERROR_ROOTS`) is printed to stderr as ``sluicegate COMMAND: message``
+with exit code 1: those messages are written for operators and say what to do.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib
 import sys
 from collections.abc import Sequence
 
+from consumers.errors import ConsumersError
+from projections.errors import ProjectionError
+from schemas.errors import SchemaError
+from sluicegate.commands import (
+    ingest,
+    occurrences,
+    processor,
+    projections,
+    publish,
+    replay,
+    runs,
+    stack,
+    stats,
+    venue,
+    worker,
+    workflows,
+)
 from sluicegate.errors import SluicegateError
+from streams.core.errors import CoreError
+from streams.errors import StreamsError
 
 # Order is the order of `sluicegate --help`.
-COMMAND_MODULES: tuple[str, ...] = (
-    "sluicegate.commands.stack",
-    "sluicegate.commands.admission",
-    "sluicegate.commands.ingest",
-    "sluicegate.commands.worker",
-    "sluicegate.commands.read",
-    "sluicegate.commands.projections",
-    "sluicegate.commands.venue",
+COMMANDS = (
+    stack,
+    workflows,
+    publish,
+    processor,
+    ingest,
+    worker,
+    runs,
+    occurrences,
+    stats,
+    replay,
+    projections,
+    venue,
 )
+
+ERROR_ROOTS: tuple[type[Exception], ...] = (
+    SluicegateError,
+    SchemaError,
+    StreamsError,
+    CoreError,
+    ProjectionError,
+    ConsumersError,
+)
+"""The error root of every package: ``sluicegate``, ``schemas``, ``streams`` (the engine,
+settings, Kafka adapters), ``streams.core``, ``projections`` and ``consumers``."""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -33,8 +68,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="Exactly-once run admission, deadlines and an order journal on Kafka.",
     )
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name in COMMAND_MODULES:
-        importlib.import_module(name).register(subparsers)
+    for command in COMMANDS:
+        command.register(subparsers)
     return parser
 
 
@@ -49,27 +84,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(func(args))
     except KeyboardInterrupt:
         return 130
-    except Exception as e:
-        if _is_product_error(e):
-            print(f"sluicegate {args.command}: {e}", file=sys.stderr)
-            return 1
-        raise
-
-
-def _is_product_error(e: BaseException) -> bool:
-    """Every package's error root counts: their messages are written for operators."""
-    roots: list[type[BaseException]] = [SluicegateError]
-    for module, root in (
-        ("schemas.errors", "SchemaError"),
-        ("streams.errors", "StreamsError"),
-        ("projections.errors", "ProjectionError"),
-        ("consumers.errors", "ConsumersError"),
-    ):
-        try:
-            roots.append(getattr(importlib.import_module(module), root))
-        except (ImportError, AttributeError):
-            continue
-    return isinstance(e, tuple(roots))
+    except ERROR_ROOTS as e:
+        print(f"sluicegate {args.command}: {e}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

@@ -1,10 +1,12 @@
-"""Readable tables for the CLI (``--json`` prints machine output instead)."""
+"""What the CLI prints: readable tables and pairs by default, JSON with ``--json``."""
 
 from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
 from typing import TextIO
+
+import orjson
 
 
 def print_table(rows: Sequence[dict[str, object]], out: TextIO | None = None) -> None:
@@ -22,6 +24,37 @@ def print_table(rows: Sequence[dict[str, object]], out: TextIO | None = None) ->
     )
     for r in cells:
         print("  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)).rstrip(), file=out)
+
+
+def print_json(value: object) -> None:
+    """One line of JSON on stdout."""
+    sys.stdout.write(orjson.dumps(value).decode("utf-8") + "\n")
+
+
+def print_rows(rows: list[dict[str, object]], as_json: bool) -> None:
+    """``rows`` as one JSON array (``--json``) or as a table."""
+    if as_json:
+        print_json(rows)
+    else:
+        print_table(rows)
+
+
+def print_pairs(pairs: list[tuple[str, object]]) -> None:
+    """``key  value`` lines, keys aligned; ``-`` for an empty value."""
+    width = max(len(k) for k, _ in pairs)
+    for key, value in pairs:
+        shown = "-" if value is None or value in ("", []) else value
+        if isinstance(shown, list):
+            shown = ", ".join(str(v) for v in shown)
+        print(f"{key.ljust(width)}  {shown}")
+
+
+def clip(value: object, width: int = 60) -> object:
+    """A text value on one line, cut to ``width`` characters (other values as they are)."""
+    if isinstance(value, str):
+        value = value.replace("\n", " ")
+        return value if len(value) <= width else value[: width - 3] + "..."
+    return value
 
 
 def _cell(value: object) -> str:

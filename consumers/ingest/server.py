@@ -1,12 +1,11 @@
 """Running the ingest application as a process (``sluicegate ingest``).
 
-:func:`run_ingest` makes sure the topics exist and serves two listeners until SIGTERM or
-SIGINT:
+:func:`run_ingest` serves two listeners until SIGTERM or SIGINT:
 
 - the webhook on ``SLUICEGATE_HTTP`` (hooks, ``/healthz``, ``/readyz``; nothing else);
-- the read API (``projections.http.create_read_app``: runs, occurrences, stats, metrics) on
-  ``SLUICEGATE_READ_HTTP``, 127.0.0.1:8081 by default, behind ``SLUICEGATE_READ_TOKEN`` when
-  it is set; ``off`` switches it off, and a build without ``projections`` has none.
+- the read application it is given (the composition root, ``sluicegate.bootstrap``, mounts
+  the read API: runs, occurrences, stats, metrics) on ``SLUICEGATE_READ_HTTP``,
+  127.0.0.1:8081 by default; ``off`` switches it off.
 
 Either address being unusable (in use, not local) stops the process at start with a message
 naming the variable. Shutdown: the listening sockets close first, requests in flight get up
@@ -22,7 +21,6 @@ carry a ``?token=``. The JSON access logs of :mod:`consumers.ingest.app` and
 from __future__ import annotations
 
 import asyncio
-import importlib
 import ipaddress
 import logging
 import signal
@@ -35,7 +33,6 @@ from aiohttp import web
 from consumers.ingest.app import create_app
 from consumers.ingest.errors import IngestSettingsError
 from consumers.ingest.settings import IngestSettings
-from streams.kafka.topics import ensure_topics
 from streams.settings import Settings
 
 log = logging.getLogger("sluicegate.ingest")
@@ -89,6 +86,7 @@ async def serve(
     limits: IngestSettings,
     stop: asyncio.Event,
     *,
+    read_app: web.Application | None = None,
     shutdown_timeout_s: float = 15.0,
 ) -> None:
     """Serve until ``stop`` is set, then shut down gracefully (see the module docstring)."""
@@ -102,8 +100,9 @@ async def serve(
         # reuse_port: the replay guard is per process, so two processes on one port would let
         # a replayed signature through whichever process had not seen it.
         await _listen(runner, "SLUICEGATE_HTTP", settings.http_host, settings.http_port, 2048)
-        read_app = _read_app(settings, limits)
-        if read_app is not None and limits.read_http is not None:
+        if limits.read_http is None:
+            log.info("read API switched off (SLUICEGATE_READ_HTTP=off)")
+        elif read_app is not None:
             read_runner = web.AppRunner(
                 read_app, access_log=None, shutdown_timeout=shutdown_timeout_s
             )
@@ -144,33 +143,25 @@ def _is_loopback(host: str) -> bool:
         return host == "localhost"
 
 
-def _read_app(settings: Settings, limits: IngestSettings) -> web.Application | None:
-    if limits.read_http is None:
-        log.info("read API switched off (SLUICEGATE_READ_HTTP=off)")
-        return None
-    # Lazy: ingest must work in a build (or a deployment) without the read model.
-    try:
-        read_http = importlib.import_module("projections.http")
-    except ModuleNotFoundError as e:
-        if e.name in ("projections.http", "projections"):
-            log.info("read API not served: projections.http is not available")
-            return None
-        raise
-    app: web.Application = read_http.create_read_app(settings, token=limits.read_token)
-    return app
+def run_ingest(
+    settings: Settings,
+    limits: IngestSettings | None = None,
+    *,
+    read_app: web.Application | None = None,
+) -> None:
+    """Run ingest in the foreground until SIGTERM/SIGINT; return after a clean shutdown.
 
-
-def run_ingest(settings: Settings, limits: IngestSettings | None = None) -> None:
-    """Run ingest in the foreground until SIGTERM/SIGINT; return after a clean shutdown."""
+    ``read_app`` is served on ``limits.read_http`` (nothing is, when either is ``None``).
+    The topics must exist.
+    """
     configure_logging()
     limits = IngestSettings.from_env() if limits is None else limits
-    ensure_topics(settings)
 
     async def main() -> None:
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(signum, stop.set)
-        await serve(settings, limits, stop)
+        await serve(settings, limits, stop, read_app=read_app)
 
     asyncio.run(main())

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import argparse
 import os
-from typing import Any
 
+from consumers.ingest.settings import IngestSettings
+from sluicegate import bootstrap
 from streams.settings import SettingsError, load_settings
 
 
-def register(subparsers: Any) -> None:
-    parser: argparse.ArgumentParser = subparsers.add_parser(
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = subparsers.add_parser(
         "ingest",
         help="run the webhook front door (and the read API on its own listener)",
         description=(
@@ -36,10 +37,6 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    # Imported here: `sluicegate --help` must not load aiohttp and librdkafka.
-    from consumers.ingest.server import run_ingest
-    from consumers.ingest.settings import IngestSettings
-
     settings = load_settings()
     if args.http:
         try:
@@ -51,5 +48,5 @@ def run(args: argparse.Namespace) -> int:
     environ = dict(os.environ)
     if args.read_http:
         environ["SLUICEGATE_READ_HTTP"] = args.read_http
-    run_ingest(settings, IngestSettings.from_env(environ))
+    bootstrap.serve_ingest(settings, IngestSettings.from_env(environ))
     return 0

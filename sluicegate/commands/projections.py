@@ -10,9 +10,8 @@ import threading
 import time
 from types import FrameType
 
-from projections.projector import Projector
 from projections.rebuild import rebuild
-from streams.kafka.topics import ensure_topics
+from sluicegate import bootstrap
 from streams.settings import load_settings
 
 
@@ -53,7 +52,6 @@ def cmd_projector(args: argparse.Namespace) -> int:
     _logging()
     log = logging.getLogger("sluicegate.projector")
     settings = load_settings()
-    ensure_topics(settings)
     stop = threading.Event()
 
     def on_signal(signum: int, _frame: FrameType | None) -> None:
@@ -63,7 +61,7 @@ def cmd_projector(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     started = time.monotonic()
-    with Projector(settings, batch_size=args.batch_size, stop=stop) as projector:
+    with bootstrap.projector(settings, batch_size=args.batch_size, stop=stop) as projector:
         try:
             projector.run()
         finally:

@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
 
 from consumers.paper_venue import cli
 from consumers.paper_venue.errors import PaperVenueError
 from sluicegate.errors import SluicegateError
 
 
-def register(subparsers: Any) -> None:
-    parser: argparse.ArgumentParser = subparsers.add_parser(
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = subparsers.add_parser(
         "venue",
         help="run the paper venue (Binance Spot subset, fault injection)",
         description=cli.DESCRIPTION,

@@ -7,8 +7,8 @@ import logging
 import signal
 import sys
 
-from consumers.branch_worker import BranchWorker, demo_handler
-from streams.kafka.topics import ensure_topics
+from consumers.branch_worker import demo_handler
+from sluicegate import bootstrap
 from streams.settings import load_settings
 
 
@@ -37,8 +37,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
         stream=sys.stderr,
     )
     settings = load_settings()
-    ensure_topics(settings)
-    worker = BranchWorker(
+    worker = bootstrap.branch_worker(
         settings,
         demo_handler,
         slots=args.slot,

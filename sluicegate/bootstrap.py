@@ -1,0 +1,94 @@
+"""The composition root: the one place that builds components and wires them together.
+
+Each function takes the settings and returns a component ready to run (its topics ensured,
+the tables it reads caught up), so the command modules only parse arguments, handle signals
+and print. Nothing below ``sluicegate`` builds another package's component: the webhook
+does not know the read API exists, the engine does not know admission; they meet here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from threading import Event
+
+from consumers.branch_worker import BranchWorker, Handler
+from consumers.ingest.settings import IngestSettings
+from projections.projector import Projector
+from streams.adapters.workflow_table import WorkflowTable
+from streams.apps.admission import AdmissionApp
+from streams.core.admission import AdmissionEvent, Command, OccurrenceState
+from streams.engine.processor import Processor
+from streams.kafka.topics import ensure_topics
+from streams.settings import Settings
+
+AdmissionProcessor = Processor[OccurrenceState, Command, AdmissionEvent]
+
+
+@dataclass
+class RunningAdmission:
+    """An admission processor and the workflow table it reads (close it after the run)."""
+
+    processor: AdmissionProcessor
+    workflows: WorkflowTable
+
+
+def admission_processor(
+    settings: Settings, *, instance_id: str, batch_size: int, commit_interval_ms: int
+) -> RunningAdmission:
+    """Run admission on the exactly-once engine, over a caught-up workflow table."""
+    ensure_topics(settings)
+    table = WorkflowTable(settings)
+    table.catch_up()
+    processor: AdmissionProcessor = Processor(
+        settings,
+        AdmissionApp(settings, table),
+        instance_id=instance_id,
+        batch_size=batch_size,
+        commit_interval_ms=commit_interval_ms,
+    )
+    return RunningAdmission(processor, table)
+
+
+def branch_worker(
+    settings: Settings,
+    handler: Handler,
+    *,
+    slots: Sequence[str] | None,
+    deadline_slots: Sequence[str],
+    clock_uncertainty_ms: int,
+    name: str,
+) -> BranchWorker:
+    """A branch worker of the SDK serving ``slots`` (all when ``None``) with ``handler``."""
+    ensure_topics(settings)
+    return BranchWorker(
+        settings,
+        handler,
+        slots=slots,
+        deadline_slots=deadline_slots,
+        clock_uncertainty_ms=clock_uncertainty_ms,
+        name=name,
+    )
+
+
+def projector(settings: Settings, *, batch_size: int, stop: Event) -> Projector:
+    """The projector of every projected topic into the live read model."""
+    ensure_topics(settings)
+    return Projector(settings, batch_size=batch_size, stop=stop)
+
+
+def serve_ingest(settings: Settings, limits: IngestSettings) -> None:
+    """Serve the webhook and, on its own listener, the read API, until SIGTERM/SIGINT.
+
+    The read API is mounted here, not by ingest: ingest serves whatever read application it
+    is given (none when ``SLUICEGATE_READ_HTTP=off``).
+    """
+    # aiohttp is loaded only by the commands that serve HTTP (`sluicegate --help` stays light).
+    from consumers.ingest.server import run_ingest
+    from projections.http import create_read_app
+
+    read_app = None
+    if limits.read_http is not None:
+        read_app = create_read_app(settings, token=limits.read_token)
+    ensure_topics(settings)
+    run_ingest(settings, limits, read_app=read_app)

@@ -1,0 +1,140 @@
+"""``sluicegate publish [FILE]``: deliveries as JSON lines, the command-line front door."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Iterable
+from pathlib import Path
+from typing import TextIO
+
+import orjson
+
+from schemas.commands import AdmitDelivery
+from sluicegate.errors import SluicegateError
+from streams.adapters.deliveries import (
+    ENVIRONMENTS,
+    DeliveryProducer,
+    DuplicateKey,
+    TooDeep,
+    build_delivery,
+    new_delivery_id,
+    parse_json_object,
+)
+from streams.adapters.workflow_table import WorkflowTable
+from streams.core.errors import DeliveryRefused
+from streams.core.refusals import bad_delivery_id
+from streams.engine.processor import wall_clock_ms
+from streams.settings import Settings, load_settings
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    publish = subparsers.add_parser(
+        "publish", help="publish deliveries as JSON lines (from FILE, or stdin when no file)"
+    )
+    publish.add_argument("file", nargs="?", type=Path)
+    publish.add_argument("--json", action="store_true", help="print one JSON line per delivery")
+    publish.set_defaults(func=cmd_publish)
+
+
+def cmd_publish(args: argparse.Namespace) -> int:
+    settings = load_settings()
+    if args.file is None:
+        return _publish_lines(settings, sys.stdin, "stdin", args.json)
+    try:
+        with args.file.open(encoding="utf-8") as handle:
+            return _publish_lines(settings, handle, str(args.file), args.json)
+    except OSError as e:
+        raise SluicegateError(f"cannot read {args.file}: {e.strerror}") from e
+
+
+def _publish_lines(
+    settings: Settings, lines: Iterable[str] | TextIO, name: str, as_json: bool
+) -> int:
+    table = WorkflowTable(settings)
+    producer = DeliveryProducer(settings)
+    published = 0
+    problems = 0
+    try:
+        table.catch_up()
+        for number, line in enumerate(lines, start=1):
+            if not line.strip():
+                continue
+            try:
+                delivery = _delivery_from_line(table, line)
+            except ValueError as e:
+                problems += 1
+                print(f"{name}:{number}: {e}", file=sys.stderr)
+                continue
+            producer.send(delivery)
+            published += 1
+            if as_json:
+                sys.stdout.write(
+                    orjson.dumps(
+                        {
+                            "line": number,
+                            "delivery_id": delivery.delivery_id,
+                            "admission_key": delivery.admission_key,
+                        }
+                    ).decode()
+                    + "\n"
+                )
+        producer.flush()
+    finally:
+        table.close()
+    print(
+        f"published {published} deliveries; {problems} malformed line(s) skipped",
+        file=sys.stderr,
+    )
+    return 1 if problems else 0
+
+
+def _delivery_from_line(table: WorkflowTable, line: str) -> AdmitDelivery:
+    """The ``AdmitDelivery`` for one JSON line; ``ValueError`` says why there is none.
+
+    Refused, like the webhook refuses them: not a JSON object, a key given twice, an unknown
+    destination, and whatever admission would reject for the payload alone (each problem
+    named with its field and role, e.g. ``missing_identity_fields: decision-scope field
+    account: missing``).
+    """
+    try:
+        body = parse_json_object(line)
+    except orjson.JSONDecodeError as e:
+        raise ValueError(f"not JSON ({e})") from e
+    except DuplicateKey as e:
+        raise ValueError(
+            f"{e.path}: given more than once (JSON parsers disagree on which value counts)"
+        ) from e
+    except TooDeep as e:
+        raise ValueError(str(e)) from e
+    if not isinstance(body, dict):
+        raise ValueError("not a JSON object")
+    subscription = body.pop("subscription", None)
+    environment = body.pop("environment", None)
+    delivery_id = body.pop("delivery_id", None) or new_delivery_id()
+    if not isinstance(subscription, str) or not subscription:
+        raise ValueError('missing "subscription"')
+    if environment not in ENVIRONMENTS:
+        raise ValueError(f'"environment" must be one of {", ".join(ENVIRONMENTS)}')
+    if not isinstance(delivery_id, str):
+        raise ValueError('"delivery_id" must be a string')
+    bad_id = bad_delivery_id(delivery_id)
+    if bad_id is not None:
+        raise ValueError(bad_id)
+    workflow = table.lookup(subscription, environment)
+    if workflow is None:
+        raise ValueError(
+            f"unknown subscription {subscription}/{environment} "
+            "(apply its workflow first: sluicegate workflows apply FILE)"
+        )
+    try:
+        return build_delivery(
+            workflow,
+            body,
+            delivery_id=delivery_id,
+            received_at_ms=wall_clock_ms(),
+            channel="publish",
+        )
+    except DeliveryRefused as e:
+        problems = "; ".join(p.describe() for p in e.problems) or e.describe()
+        raise ValueError(f"{e.reason}: {problems}") from e

@@ -1,0 +1,233 @@
+"""``sluicegate runs show|timeline|rerun``: one run, read from the PostgreSQL projection.
+
+``rerun`` also writes: it produces an ``AuthorizeRerun`` to ``deliveries`` and waits for its
+outcome to appear in the projection. Errors go to stderr with exit code 1 and say what to do.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+import uuid
+from typing import Any
+
+from confluent_kafka import KafkaException
+
+from projections import queries
+from projections.errors import NotFound, ProjectionError
+from schemas.codec import encode
+from schemas.commands import AuthorizeRerun
+from schemas.topics import DELIVERIES
+from sluicegate.output import clip, print_json, print_pairs, print_table
+from streams.kafka.clients import idempotent_producer
+from streams.settings import Settings, load_settings
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    runs = subparsers.add_parser("runs", help="one run: show, timeline, rerun")
+    rsub = runs.add_subparsers(dest="runs_command", metavar="ACTION", required=True)
+    show = rsub.add_parser("show", help="a run with its frozen context, status and slots")
+    show.add_argument("run_id", metavar="RUN_ID")
+    show.add_argument("--json", action="store_true", help="print JSON instead of tables")
+    show.set_defaults(func=cmd_runs_show)
+    timeline = rsub.add_parser("timeline", help="a run's whole history in order, across topics")
+    timeline.add_argument("run_id", metavar="RUN_ID")
+    timeline.add_argument("--json", action="store_true", help="print JSON lines, one per event")
+    timeline.set_defaults(func=cmd_runs_timeline)
+    rerun = rsub.add_parser("rerun", help="request an authorized rerun of a run")
+    rerun.add_argument("run_id", metavar="RUN_ID")
+    rerun.add_argument("--reason", required=True, help="why (kept with the new run)")
+    rerun.add_argument(
+        "--wait",
+        type=float,
+        default=10.0,
+        metavar="SECONDS",
+        help="wait this long for the new run to appear (0: do not wait; default 10)",
+    )
+    rerun.add_argument("--json", action="store_true")
+    rerun.set_defaults(func=cmd_runs_rerun)
+
+
+def cmd_runs_show(args: argparse.Namespace) -> int:
+    settings = load_settings()
+    with queries.reader(settings) as (conn, schema):
+        run = queries.get_run(conn, schema, args.run_id)
+    if run is None:
+        raise NotFound("run", args.run_id, queries.PROJECTOR_HINT)
+    if args.json:
+        print_json(run)
+        return 0
+    deliveries = run["deliveries"]
+    print_pairs(
+        [
+            ("run", run["run_id"]),
+            ("status", f"{run['status']} (since {queries.iso(run['status_changed_at_ms'])})"),
+            ("admission key", run["admission_key"]),
+            ("destination", f"{run['subscription']} / {run['environment']}"),
+            ("workflow revision", run["workflow_revision"]),
+            ("source", f"{run['source']} (event id {run['event_id'] or '-'})"),
+            ("content digest", run["content_digest"]),
+            ("source time", run["source_time"]),
+            (
+                "deadline",
+                f"{run['expires_at']} ({run['validity_source_time']} + "
+                f"{run['validity_window_ms']} ms)",
+            ),
+            ("admitted", run["admitted_at"]),
+            ("scope", run["scope_key"]),
+            (
+                "rerun",
+                f"#{run['rerun_number']} of {run['rerun_of']}: {run['rerun_reason']}"
+                if run["rerun_of"]
+                else None,
+            ),
+            ("reruns", run["reruns"]),
+            (
+                "deliveries",
+                f"admitted by {deliveries['admitted_by']}; "
+                f"{deliveries['duplicates']} duplicate(s), "
+                f"{deliveries['conflicts']} conflict(s)",
+            ),
+        ]
+    )
+    print()
+    print_table(
+        [
+            {
+                "slot": s["slot"],
+                "status": s["status"],
+                "attempts": s["attempts"],
+                "launches": s["launches"],
+                "relaunches": s["relaunches"],
+                "worker": s["worker"],
+                "updated": queries.iso(s["updated_at_ms"]),
+                "detail": clip(s["detail"]),
+            }
+            for s in run["slots"]
+        ]
+    )
+    return 0
+
+
+_SUMMARY_FIELDS = (
+    "delivery_id",
+    "status",
+    "slot",
+    "attempt",
+    "reason",
+    "worker",
+    "error",
+    "request_id",
+    "rerun_of",
+)
+
+
+def _summary(record: dict[str, Any]) -> str:
+    parts = [f"{k}={record[k]}" for k in _SUMMARY_FIELDS if record.get(k) not in (None, "", [])]
+    if record.get("type") == "RunStatusChanged":
+        parts = [f"{record.get('previous_status')} -> {record.get('status')}"]
+    return clip(" ".join(parts), 80)  # type: ignore[return-value]
+
+
+def cmd_runs_timeline(args: argparse.Namespace) -> int:
+    settings = load_settings()
+    with queries.reader(settings) as (conn, schema):
+        events = queries.get_timeline(conn, schema, args.run_id)
+    if events is None:
+        raise NotFound("run", args.run_id, queries.PROJECTOR_HINT)
+    if args.json:
+        for event in events:
+            print_json(event)
+        return 0
+    print_table(
+        [
+            {
+                "time": e["time"],
+                "topic": e["topic"],
+                "at": f"{e['partition']}@{e['offset']}",
+                "type": e["type"],
+                "detail": _summary(e["record"]),
+            }
+            for e in events
+        ]
+    )
+    return 0
+
+
+def cmd_runs_rerun(args: argparse.Namespace) -> int:
+    settings = load_settings()
+    if not args.reason.strip():
+        raise ProjectionError("--reason must say why the run is rerun")
+    with queries.reader(settings) as (conn, schema):
+        key = queries.run_admission_key(conn, schema, args.run_id)
+    if key is None:
+        raise NotFound("run", args.run_id, queries.PROJECTOR_HINT)
+    request = AuthorizeRerun(
+        request_id=uuid.uuid4().hex,
+        admission_key=key,
+        run_id=args.run_id,
+        reason=args.reason,
+        requested_by=os.environ.get("USER") or "operator",
+        requested_at_ms=int(time.time() * 1000),
+    )
+    _produce_rerun(settings, request)
+    if not args.json:
+        print(f"rerun requested: request id {request.request_id}")
+    if args.wait <= 0:
+        if args.json:
+            print_json({"request_id": request.request_id, "outcome": None})
+        return 0
+    outcome = _wait_for_rerun(settings, request.request_id, args.wait)
+    if outcome is None:
+        if args.json:
+            print_json({"request_id": request.request_id, "outcome": None})
+        print(
+            f"the request is recorded, but no outcome appeared in the projection within "
+            f"{args.wait:g} s; are `sluicegate processor` and `sluicegate projector` running? "
+            f"Check later with `sluicegate occurrences show {key}`",
+            file=sys.stderr,
+        )
+        return 1
+    if args.json:
+        print_json({"request_id": request.request_id, "outcome": outcome})
+    elif "admitted" in outcome:
+        print(f"new run: {outcome['admitted']} (rerun of {args.run_id})")
+    else:
+        print(f"rerun rejected: {outcome['rejected']}", file=sys.stderr)
+    return 0 if "admitted" in outcome else 1
+
+
+def _produce_rerun(settings: Settings, request: AuthorizeRerun) -> None:
+    errors: list[str] = []
+
+    def delivered(err: Any, _msg: Any) -> None:
+        if err is not None:
+            errors.append(str(err))
+
+    producer = idempotent_producer(settings)
+    try:
+        producer.produce(
+            settings.topic(DELIVERIES),
+            key=request.admission_key.encode("utf-8"),
+            value=encode(request),
+            on_delivery=delivered,
+        )
+    except KafkaException as e:
+        raise ProjectionError(f"cannot produce the rerun request: {e}") from e
+    if producer.flush(30) or errors:
+        raise ProjectionError(
+            f"Kafka did not acknowledge the rerun request ({'; '.join(errors) or 'timeout'}); "
+            "nothing was requested, run the command again"
+        )
+
+
+def _wait_for_rerun(settings: Any, request_id: str, wait_s: float) -> dict[str, Any] | None:
+    deadline = time.monotonic() + wait_s
+    with queries.reader(settings) as (conn, schema):
+        while True:
+            outcome = queries.rerun_result(conn, schema, request_id)
+            if outcome is not None or time.monotonic() >= deadline:
+                return outcome
+            time.sleep(min(0.2, max(0.0, deadline - time.monotonic())))
