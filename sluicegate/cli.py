@@ -31,7 +31,6 @@ from sluicegate.commands import (
     workflows,
 )
 from sluicegate.errors import SluicegateError
-from streams.core.errors import CoreError
 from streams.errors import StreamsError
 
 # Order is the order of `sluicegate --help`.
@@ -54,12 +53,12 @@ ERROR_ROOTS: tuple[type[Exception], ...] = (
     SluicegateError,
     SchemaError,
     StreamsError,
-    CoreError,
     ProjectionError,
     ConsumersError,
 )
-"""The error root of every package: ``sluicegate``, ``schemas``, ``streams`` (the engine,
-settings, Kafka adapters), ``streams.core``, ``projections`` and ``consumers``."""
+"""The error root of every package: ``sluicegate``, ``schemas``, ``streams`` (settings, Kafka,
+the core, the engine, apps and adapters), ``projections`` and ``consumers`` (the paper venue's
+own root is translated by its command)."""
 
 
 def build_parser() -> argparse.ArgumentParser:

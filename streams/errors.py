@@ -1,4 +1,6 @@
-"""The exception root of the ``streams`` package (engine and Kafka adapters).
+"""The exception root of the ``streams`` package: settings, Kafka clients and topics, the core
+(``streams.core.errors.CoreError`` derives from :class:`StreamsError`), the engine, the apps
+and the adapters. This module imports nothing, so every layer may raise these.
 
 Driver errors (``confluent_kafka.KafkaException``) are translated here with ``raise ... from e``
 so that callers see what happened in Sluicegate's terms. Only :class:`KafkaUnavailable` is

@@ -1,7 +1,8 @@
 """Typed errors of the pure decision core.
 
 Everything the core raises on purpose is a :class:`CoreError`, so the engine can tell "the
-input or the history is wrong" apart from its own bugs with one ``except``. Each subclass
+input or the history is wrong" apart from its own bugs with one ``except``; it is a
+:class:`streams.errors.StreamsError`, the one root of the ``streams`` package. Each subclass
 says in its docstring what an operator should do about it.
 
 The admission decisions themselves (:func:`streams.core.admission.decide`) do not raise for
@@ -20,9 +21,10 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from streams.core.reasons import REJECT_INVALID_FIELD, REJECT_MISSING_FIELDS
+from streams.errors import StreamsError
 
 
-class CoreError(Exception):
+class CoreError(StreamsError):
     """Root of every error raised on purpose by :mod:`streams.core`."""
 
 

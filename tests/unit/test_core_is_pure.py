@@ -119,12 +119,17 @@ def test_no_io_clock_or_random_imports(source: Path) -> None:
     assert not roots & FORBIDDEN_MODULES, (
         f"{source.relative_to(CORE_DIR)} imports {roots & FORBIDDEN_MODULES}"
     )
-    # Only the contract packages and the core itself from this repository.
+    # Only the contract packages, the streams error root and the core itself from this
+    # repository.
     for module in imported_modules(tree):
         if module.split(".")[0] in {"schemas", "streams", "consumers", "projections"}:
-            assert module in {"schemas.events", "schemas.commands"} or module.startswith(
-                "streams.core"
-            ), f"{source.relative_to(CORE_DIR)} imports {module}"
+            assert module in {
+                "schemas.events",
+                "schemas.commands",
+                "streams.errors",
+            } or module.startswith("streams.core"), (
+                f"{source.relative_to(CORE_DIR)} imports {module}"
+            )
 
 
 @pytest.mark.parametrize("source", SOURCES, ids=_name)
