@@ -39,7 +39,7 @@ from schemas.events import (
     RunStatusChanged,
     WorkflowRevised,
 )
-from schemas.registry import Record
+from schemas.records import Record
 from streams.settings import Settings
 
 BASE_MS = 1_780_000_000_000

@@ -33,10 +33,10 @@ from schemas.errors import (
     SchemaMismatch,
     UnknownFingerprint,
 )
+from schemas.records import Record
 from schemas.registry import (
     HEADER_LENGTH,
     MAGIC,
-    Record,
     RecordSchema,
     WriterSchema,
     get_registry,

@@ -1,18 +1,9 @@
 """The schema registry: every record type, its current schema and every released version.
 
-Sources, all inside this package:
-
-- ``schemas/avro/<ClassName>.avsc`` — the *current* schema of each record type. It must mirror
-  its dataclass in :mod:`schemas.events` / :mod:`schemas.commands` 1:1 (record name = class
-  name, namespace ``sluicegate``, one field per dataclass field in the same order, types
-  ``str -> "string"``, ``int -> "long"``, ``str | None -> ["null", "string"]`` with default
-  null, ``tuple[str, ...] -> {"type": "array", "items": "string"}``).
-- ``schemas/released/<ClassName>/v<N>.avsc`` — every version ever released (N >= 1). Released
-  files are history: never edit or delete one; ``scripts/release_schemas.py`` adds new ones.
-
-Each schema is identified on the wire by the CRC-64-AVRO (Rabin) fingerprint of its Parsing
-Canonical Form, as the Avro specification's "Schema Fingerprints" section defines it; the
-8 fingerprint bytes are stored little-endian, as single-object encoding requires.
+The files are :mod:`schemas.files`' (current ``.avsc`` per record type, released versions);
+each current schema must mirror its dataclass in :mod:`schemas.events` /
+:mod:`schemas.commands` 1:1 (:mod:`schemas.mirror`). Messages name their schema by its
+fingerprint (:func:`schemas.files.fingerprint_of`).
 
 Guarantees once :func:`get_registry` has returned:
 
@@ -27,151 +18,28 @@ Loading happens once per process (lazily, thread-safe); the result is immutable.
 
 from __future__ import annotations
 
-import dataclasses
-import json
 import operator
-import re
 import threading
-import typing
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
-from fastavro import parse_schema
-from fastavro.schema import fingerprint, to_parsing_canonical_form
-
-from schemas.commands import (
-    AdmitDelivery,
-    AuthorizeRerun,
-    ExposureObserved,
-    LookupAnswered,
-    RecoverRun,
-    ResolveHold,
-    VenueAnswered,
-)
 from schemas.errors import SchemaMismatch
-from schemas.events import (
-    ActionDispatched,
-    ActionExpired,
-    ActionHeld,
-    ActionIntended,
-    AdmissionRecordEvicted,
-    AttemptStarted,
-    BranchCompleted,
-    BranchFailed,
-    BranchLaunched,
-    BranchRelaunched,
-    BranchSkipped,
-    BranchStarted,
-    CandidateAccepted,
-    CandidateExpired,
-    CandidateProposed,
-    CandidateRejected,
-    CandidateSuperseded,
-    DeliveryDeduplicated,
-    DeliveryRejected,
-    DispatchRequested,
-    ExposureRecorded,
-    HoldResolved,
-    OccurrenceConflict,
-    QueryRequested,
-    ReceiptRecorded,
-    RecoveryReceiptRecorded,
-    RecoveryStarted,
-    RerunRejected,
-    RunAdmitted,
-    RunCheckpointed,
-    RunStatusChanged,
-    WorkflowRevised,
+from schemas.files import (
+    AVRO_DIR,
+    RELEASED_DIR,
+    ReleasedVersion,
+    fingerprint_of,
+    load_json,
+    load_released,
+    parse,
 )
+from schemas.mirror import FieldKind, field_kinds_of, mirror_problems
+from schemas.records import RECORD_CLASSES, Record
 
-Record = (
-    WorkflowRevised
-    | RunAdmitted
-    | BranchLaunched
-    | BranchRelaunched
-    | BranchStarted
-    | BranchCompleted
-    | BranchFailed
-    | BranchSkipped
-    | RunStatusChanged
-    | DeliveryDeduplicated
-    | OccurrenceConflict
-    | DeliveryRejected
-    | RerunRejected
-    | AdmissionRecordEvicted
-    | CandidateProposed
-    | DispatchRequested
-    | CandidateAccepted
-    | CandidateSuperseded
-    | CandidateExpired
-    | CandidateRejected
-    | ActionDispatched
-    | ActionIntended
-    | AttemptStarted
-    | ReceiptRecorded
-    | ActionExpired
-    | ActionHeld
-    | HoldResolved
-    | RunCheckpointed
-    | QueryRequested
-    | ExposureRecorded
-    | RecoveryStarted
-    | RecoveryReceiptRecorded
-    | AdmitDelivery
-    | AuthorizeRerun
-    | RecoverRun
-    | ResolveHold
-    | VenueAnswered
-    | LookupAnswered
-    | ExposureObserved
-)
-"""Every record type of the contract: the events, then the commands."""
-
-RECORD_CLASSES: tuple[type[Record], ...] = typing.get_args(Record)
-"""The record classes, in the order of :data:`Record`."""
-
-NAMESPACE = "sluicegate"
-PACKAGE_DIR = Path(__file__).resolve().parent
-AVRO_DIR = PACKAGE_DIR / "avro"
-RELEASED_DIR = PACKAGE_DIR / "released"
-FIXTURES_DIR = PACKAGE_DIR / "fixtures"
-FINGERPRINT_ALGORITHM = "CRC-64-AVRO"
 MAGIC = b"\xc3\x01"
 HEADER_LENGTH = len(MAGIC) + 8
-
-FieldKind = Literal["string", "long", "optional_string", "optional_long", "string_array"]
-
-_KIND_BY_TYPE: dict[object, FieldKind] = {
-    str: "string",
-    int: "long",
-    str | None: "optional_string",
-    int | None: "optional_long",
-    tuple[str, ...]: "string_array",
-}
-
-AVRO_TYPE_BY_KIND: Mapping[FieldKind, object] = {
-    "string": "string",
-    "long": "long",
-    "optional_string": ["null", "string"],
-    "optional_long": ["null", "long"],
-    "string_array": {"type": "array", "items": "string"},
-}
-"""The Avro type each dataclass field kind is written as in an ``.avsc``."""
-
-_VERSION_FILE = re.compile(r"v([1-9][0-9]*)\.avsc")
-
-
-@dataclass(frozen=True, slots=True)
-class ReleasedVersion:
-    """One released version of a record type's schema."""
-
-    version: int
-    path: Path
-    raw: Mapping[str, Any]
-    canonical_form: str
-    fingerprint: bytes
 
 
 @dataclass(frozen=True, slots=True)
@@ -244,92 +112,6 @@ class WriterSchema:
         return f"{self.name} v{self.version}"
 
 
-def fingerprint_of(schema: Mapping[str, Any]) -> tuple[str, bytes]:
-    """Return the Parsing Canonical Form of ``schema`` and its 8 wire fingerprint bytes.
-
-    The bytes are the CRC-64-AVRO (Rabin) fingerprint in little-endian order, exactly as
-    they follow ``C3 01`` in a single-object encoded message.
-    """
-    canonical = to_parsing_canonical_form(dict(schema))
-    return canonical, bytes.fromhex(fingerprint(canonical, FINGERPRINT_ALGORITHM))
-
-
-def field_kinds_of(cls: type[Record]) -> tuple[tuple[str, FieldKind], ...]:
-    """Return ``(name, kind)`` for each dataclass field of ``cls``, in declaration order.
-
-    Raises :class:`SchemaMismatch` for a field type that has no Avro mapping.
-    """
-    hints = typing.get_type_hints(cls)
-    result: list[tuple[str, FieldKind]] = []
-    for field in dataclasses.fields(cls):
-        kind = _KIND_BY_TYPE.get(hints[field.name])
-        if kind is None:
-            raise SchemaMismatch(
-                f"{cls.__name__}.{field.name}: type {hints[field.name]!r} has no Avro "
-                "mapping; use str, int, str | None, int | None or tuple[str, ...]"
-            )
-        result.append((field.name, kind))
-    return tuple(result)
-
-
-def mirror_problems(cls: type[Record], raw: Mapping[str, Any]) -> list[str]:
-    """List every way the ``.avsc`` document ``raw`` fails to mirror dataclass ``cls``.
-
-    An empty list means it mirrors it 1:1: record name, namespace, field names and order,
-    field types and optionality (``["null", "string"]`` with ``"default": null``).
-    """
-    name = cls.__name__
-    problems: list[str] = []
-    if raw.get("type") != "record":
-        problems.append(f"{name}: type must be 'record', got {raw.get('type')!r}")
-    if raw.get("name") != name:
-        problems.append(f"{name}: record name must be {name!r}, got {raw.get('name')!r}")
-    if raw.get("namespace") != NAMESPACE:
-        problems.append(f"{name}: namespace must be {NAMESPACE!r}, got {raw.get('namespace')!r}")
-    expected = field_kinds_of(cls)
-    fields = raw.get("fields")
-    if not isinstance(fields, list):
-        return [*problems, f"{name}: 'fields' must be a list"]
-    actual_names = [f.get("name") if isinstance(f, dict) else None for f in fields]
-    expected_names = [n for n, _ in expected]
-    if actual_names != expected_names:
-        problems.append(
-            f"{name}: fields must be {expected_names} in this order, got {actual_names}"
-        )
-    by_name = {f.get("name"): f for f in fields if isinstance(f, dict)}
-    for field_name, kind in expected:
-        field = by_name.get(field_name)
-        if field is None:
-            continue
-        want = AVRO_TYPE_BY_KIND[kind]
-        if field.get("type") != want:
-            problems.append(
-                f"{name}.{field_name}: type must be {json.dumps(want)} for {kind}, "
-                f"got {json.dumps(field.get('type'))}"
-            )
-        optional = kind in ("optional_string", "optional_long")
-        if optional and ("default" not in field or field["default"] is not None):
-            problems.append(f'{name}.{field_name}: optional field needs "default": null')
-    return problems
-
-
-def _load_json(path: Path) -> dict[str, Any]:
-    try:
-        document = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as e:
-        raise SchemaMismatch(f"{path}: cannot read schema: {e}") from e
-    if not isinstance(document, dict):
-        raise SchemaMismatch(f"{path}: a schema file must hold one JSON object (a record)")
-    return document
-
-
-def _parse(path: Path, raw: Mapping[str, Any]) -> Any:
-    try:
-        return parse_schema(dict(raw))
-    except Exception as e:
-        raise SchemaMismatch(f"{path}: not a valid Avro schema: {e}") from e
-
-
 class Registry:
     """Every record type with its current schema, and every writer schema by fingerprint.
 
@@ -395,7 +177,7 @@ class Registry:
             record = _load_record(record_cls, files[name], released_dir / name)
             records[record_cls] = record
             entries: list[tuple[int | None, bytes, Any]] = [
-                (v.version, v.fingerprint, _parse(v.path, v.raw)) for v in record.released
+                (v.version, v.fingerprint, parse(v.path, v.raw)) for v in record.released
             ]
             if record.version is None:
                 entries.append((None, record.fingerprint, record.parsed))
@@ -423,18 +205,18 @@ class Registry:
 
 def _load_record(record_cls: type[Record], path: Path, released_dir: Path) -> RecordSchema:
     name = record_cls.__name__
-    raw = _load_json(path)
+    raw = load_json(path)
     problems = mirror_problems(record_cls, raw)
     if problems:
         raise SchemaMismatch(
             f"{path} does not mirror {record_cls.__module__}.{name}:\n  " + "\n  ".join(problems)
         )
-    parsed = _parse(path, raw)
+    parsed = parse(path, raw)
     canonical, fp = fingerprint_of(raw)
     kinds = field_kinds_of(record_cls)
     names = tuple(n for n, _ in kinds)
     defaults = {f["name"]: f["default"] for f in raw["fields"] if "default" in f}
-    released = _load_released(name, released_dir, raw)
+    released = load_released(name, released_dir, raw)
     return RecordSchema(
         cls=record_cls,
         name=name,
@@ -469,41 +251,6 @@ def _items_getter(names: tuple[str, ...]) -> Callable[[Mapping[str, Any]], tuple
         return lambda datum: (datum[only],)
     getter: Callable[[Mapping[str, Any]], tuple[Any, ...]] = operator.itemgetter(*names)
     return getter
-
-
-def _load_released(
-    name: str, released_dir: Path, current: Mapping[str, Any]
-) -> tuple[ReleasedVersion, ...]:
-    if not released_dir.is_dir():
-        return ()
-    versions: list[ReleasedVersion] = []
-    for path in released_dir.iterdir():
-        match = _VERSION_FILE.fullmatch(path.name)
-        if match is None:
-            raise SchemaMismatch(f"{path}: released schemas must be named v<N>.avsc (N >= 1)")
-        raw = _load_json(path)
-        if raw.get("name") != name or raw.get("namespace") != NAMESPACE:
-            raise SchemaMismatch(
-                f"{path}: record must be {NAMESPACE}.{name}, got "
-                f"{raw.get('namespace')}.{raw.get('name')}"
-            )
-        _parse(path, raw)
-        writer_fields = {f.get("name") for f in raw.get("fields", []) if isinstance(f, dict)}
-        undefaulted = [
-            f["name"]
-            for f in current["fields"]
-            if f["name"] not in writer_fields and "default" not in f
-        ]
-        if undefaulted:
-            raise SchemaMismatch(
-                f"{path}: the current {name}.avsc adds fields {undefaulted} without a "
-                "default, so messages written with this released version cannot be read; "
-                "give the new fields defaults"
-            )
-        canonical, fp = fingerprint_of(raw)
-        versions.append(ReleasedVersion(int(match.group(1)), path, raw, canonical, fp))
-    versions.sort(key=lambda v: v.version)
-    return tuple(versions)
 
 
 _REGISTRY: Registry | None = None

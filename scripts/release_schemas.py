@@ -36,13 +36,8 @@ if str(REPO_ROOT) not in sys.path:
 
 from fastavro import parse_schema, schemaless_writer  # noqa: E402
 
-from schemas.registry import (  # noqa: E402
-    FIXTURES_DIR,
-    MAGIC,
-    RELEASED_DIR,
-    Registry,
-    fingerprint_of,
-)
+from schemas.files import FIXTURES_DIR, RELEASED_DIR, fingerprint_of  # noqa: E402
+from schemas.registry import MAGIC, Registry  # noqa: E402
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,7 @@ from confluent_kafka.admin import AdminClient, OffsetSpec  # type: ignore[attr-d
 
 from schemas.codec import decode, to_json_dict
 from schemas.errors import SchemaError
-from schemas.registry import RECORD_CLASSES
+from schemas.records import RECORD_CLASSES
 from schemas.topics import TOPICS, projected
 from streams.core.durations import format_time
 from streams.core.durations import parse_time as core_parse_time

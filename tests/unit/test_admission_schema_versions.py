@@ -7,7 +7,7 @@ import dataclasses
 
 from schemas.codec import decode, encode
 from schemas.events import RunAdmitted, WorkflowRevised
-from schemas.registry import FIXTURES_DIR
+from schemas.files import FIXTURES_DIR
 from streams.core.retention import periods, smallest_retention
 from tests.unit.test_core_support import T0, workflow
 

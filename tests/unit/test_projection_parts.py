@@ -23,7 +23,7 @@ from schemas.events import (
     DispatchRequested,
     RunStatusChanged,
 )
-from schemas.registry import RECORD_CLASSES
+from schemas.records import RECORD_CLASSES
 from streams.adapters.replay import ReplayFilter, csv_columns, parse_time
 from streams.errors import InvalidFilter
 

@@ -40,14 +40,9 @@ from schemas import (
     record_name,
 )
 from schemas.events import AdmissionRecordEvicted, RunAdmitted
-from schemas.registry import (
-    AVRO_DIR,
-    FIXTURES_DIR,
-    RECORD_CLASSES,
-    RELEASED_DIR,
-    Registry,
-    get_registry,
-)
+from schemas.files import AVRO_DIR, FIXTURES_DIR, RELEASED_DIR
+from schemas.records import RECORD_CLASSES
+from schemas.registry import Registry, get_registry
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 RELEASE_SCRIPT = REPO_ROOT / "scripts" / "release_schemas.py"

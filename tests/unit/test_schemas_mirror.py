@@ -17,7 +17,8 @@ from typing import Any
 import pytest
 
 from schemas.errors import SchemaMismatch
-from schemas.registry import AVRO_DIR, RELEASED_DIR, Registry
+from schemas.files import AVRO_DIR, RELEASED_DIR
+from schemas.registry import Registry
 from tests.unit.test_schemas_roundtrip import ALL_CLASSES
 
 EXPECTED_AVRO_TYPE: dict[object, object] = {

@@ -28,7 +28,8 @@ from schemas import (
     to_json_dict,
 )
 from schemas.events import AdmissionRecordEvicted, RunAdmitted
-from schemas.registry import RECORD_CLASSES, get_registry
+from schemas.records import RECORD_CLASSES
+from schemas.registry import get_registry
 
 AVRO_LONG_MIN = -(2**63)
 AVRO_LONG_MAX = 2**63 - 1
@@ -41,7 +42,7 @@ def _declared_record_classes() -> list[type[Any]]:
             if (
                 isinstance(value, type)
                 and dataclasses.is_dataclass(value)
-                and value.__module__ == module.__name__
+                and (value.__module__ + ".").startswith(module.__name__ + ".")
             ):
                 found.append(value)
     return found
