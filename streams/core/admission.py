@@ -85,12 +85,12 @@ from streams.core.identity import (
     run_id_for,
 )
 from streams.core.lifecycle import (
+    BRANCH,
+    RUN,
     BranchStatus,
     RunStatus,
     deduplication_reason,
-    is_finished,
     run_status_from_slots,
-    transition,
 )
 from streams.core.limits import (
     DEFAULT_CLOCK_UNCERTAINTY_MS,
@@ -209,7 +209,7 @@ class RunState:
 
     def unfinished(self) -> bool:
         """Whether any admitted slot is not launched yet or has no outcome yet."""
-        return any(s is None or not is_finished(s) for s in self.slot_statuses())
+        return any(s is None or not BRANCH.is_terminal(s) for s in self.slot_statuses())
 
 
 @dataclass(frozen=True)
@@ -325,7 +325,7 @@ def next_due_ms(state: OccurrenceState | None) -> int | None:
             slot = launched.get(name)
             if slot is None:
                 due.append(run.admitted_at_ms)
-            elif not is_finished(slot.status):
+            elif not BRANCH.is_terminal(slot.status):
                 due.append(slot.timeout_at_ms)
     if due:
         return min(due)
@@ -562,7 +562,7 @@ def _decide_report(
     if run is None:
         return []
     slot = run.slot(report.slot)
-    if slot is None or is_finished(slot.status):
+    if slot is None or BRANCH.is_terminal(slot.status):
         return []
     # An attempt number the processor never launched cannot come from a real worker.
     if not 1 <= report.attempt <= slot.attempt:
@@ -591,7 +591,7 @@ def _decide_timers(state: OccurrenceState | None, now: int) -> list[AdmissionEve
                 # Admission and launches are written together, so this only happens if a
                 # history lost its launches: launch the missing slot under the same run.
                 slot_events.append(_launch(state.admission_key, run, name, timeout, now))
-            elif not is_finished(slot.status) and slot.timeout_at_ms <= now:
+            elif not BRANCH.is_terminal(slot.status) and slot.timeout_at_ms <= now:
                 slot_events.append(_expire_slot(state.admission_key, run, slot, timeout, now))
         if slot_events:
             run_events = _with_status_changes(current, slot_events, now)
@@ -807,7 +807,7 @@ def evolve(state: OccurrenceState | None, event: AdmissionEvent) -> OccurrenceSt
                 f"{state.admission_key}: run {run.run_id} is {run.status.value}, event says "
                 f"it was {event.previous_status}"
             )
-        status = transition(run.status, _run_status(event.status))
+        status = RUN.transition(run.status, _run_status(event.status))
         return _replace_run(state, dataclasses.replace(run, status=status))
     return _replace_run(state, _evolve_slot(state.admission_key, run, event))
 
@@ -833,7 +833,7 @@ def _evolve_slot(
     slot = run.slot(event.slot)
     if isinstance(event, BranchLaunched):
         if slot is not None:
-            transition(slot.status, BranchStatus.LAUNCHED)  # finished slot: IllegalTransition
+            BRANCH.transition(slot.status, BranchStatus.LAUNCHED)  # finished: IllegalTransition
             raise InconsistentHistory(f"{key}: slot {event.slot!r} of {run.run_id} launched twice")
         timeout = event.timeout_at_ms - event.launched_at_ms
         new_slot = SlotState(event.slot, BranchStatus.LAUNCHED, event.attempt, event.timeout_at_ms)
@@ -848,7 +848,7 @@ def _evolve_slot(
             "never launched"
         )
     if isinstance(event, BranchRelaunched):
-        status = transition(slot.status, BranchStatus.LAUNCHED)
+        status = BRANCH.transition(slot.status, BranchStatus.LAUNCHED)
         if event.attempt <= slot.attempt:
             raise InconsistentHistory(
                 f"{key}: relaunch of {run.run_id}/{event.slot} as attempt {event.attempt} "
@@ -856,7 +856,7 @@ def _evolve_slot(
             )
         moved = SlotState(slot.slot, status, event.attempt, event.timeout_at_ms)
     else:
-        status = transition(slot.status, _SLOT_OUTCOME[type(event)])
+        status = BRANCH.transition(slot.status, _SLOT_OUTCOME[type(event)])
         moved = dataclasses.replace(slot, status=status)
     return dataclasses.replace(
         run, slots=tuple(moved if s.slot == slot.slot else s for s in run.slots)

@@ -1,9 +1,12 @@
-"""Lifecycle machines of a run and of each of its branch slots.
+"""State machines: the one mechanism (:class:`Machine`), and the run and branch-slot machines.
 
-Both machines have an explicit transition table; :func:`transition` is the only way the core
-moves a status, so an impossible history (a finished slot relaunched, a completed run moved
-back to running) raises :class:`~streams.core.errors.IllegalTransition` instead of being
-silently absorbed.
+A :class:`Machine` is a name, an explicit transition table and its terminal states;
+:meth:`Machine.transition` is the only way a core moves a status, so an impossible history (a
+finished slot relaunched, a completed run moved back to running, a dispatched candidate
+expired) raises :class:`~streams.core.errors.IllegalTransition` naming the machine instead of
+being silently absorbed. Every core's machine is one instance: :data:`RUN` and :data:`BRANCH`
+here, the gate's candidate machine (``streams.core.gate.lifecycle.CANDIDATE``) and the
+journal's action machine (``streams.core.journal.lifecycle.ACTION``).
 
 Run: ``pending -> running -> completed | skipped | failed``; a run whose slots all finish
 without any ``BranchStarted`` goes straight from ``pending`` to its outcome. Finished runs
@@ -18,10 +21,50 @@ that is what makes completions idempotent per (run, slot).
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import TypeVar
+from typing import Generic, TypeVar
 
 from streams.core.errors import IllegalTransition
+
+S = TypeVar("S", bound=StrEnum)
+
+
+@dataclass(frozen=True)
+class Machine(Generic[S]):
+    """A named state machine over the statuses of one enum.
+
+    ``transitions[s]`` is the set of statuses ``s`` may move to (every status has an entry);
+    ``terminal`` are the statuses that never move (their entries are empty); ``initial`` are
+    the statuses a new entity may begin in (``transition(None, target)``), empty when entities
+    begin otherwise.
+    """
+
+    name: str
+    transitions: Mapping[S, frozenset[S]]
+    terminal: frozenset[S]
+    initial: frozenset[S] = field(default_factory=frozenset)
+
+    def __post_init__(self) -> None:
+        moving = sorted(s.value for s in self.terminal if self.transitions[s])
+        if moving:
+            raise ValueError(f"{self.name}: terminal statuses {moving} have moves")
+
+    def transition(self, current: S | None, target: S) -> S:
+        """Return ``target`` if ``current -> target`` is allowed, else raise IllegalTransition.
+
+        ``current`` is ``None`` for an entity that has no status yet.
+        """
+        allowed = self.initial if current is None else self.transitions[current]
+        if target not in allowed:
+            raise IllegalTransition(
+                self.name, "new" if current is None else current.value, target.value
+            )
+        return target
+
+    def is_terminal(self, status: S) -> bool:
+        """Whether ``status`` has its outcome and can never move again."""
+        return status in self.terminal
 
 
 class RunStatus(StrEnum):
@@ -67,30 +110,10 @@ BRANCH_TRANSITIONS: Mapping[BranchStatus, frozenset[BranchStatus]] = {
 }
 """Allowed slot moves: ``BRANCH_TRANSITIONS[from]`` is the set of legal targets."""
 
-S = TypeVar("S", RunStatus, BranchStatus)
-
-
-def transition(current: S, target: S) -> S:
-    """Return ``target`` if ``current -> target`` is allowed, else raise IllegalTransition."""
-    if isinstance(current, RunStatus):
-        allowed: frozenset[RunStatus] | frozenset[BranchStatus] = RUN_TRANSITIONS[current]
-        machine = "run"
-    else:
-        allowed = BRANCH_TRANSITIONS[current]
-        machine = "branch"
-    if target not in allowed:
-        raise IllegalTransition(machine, current.value, target.value)
-    return target
-
-
-def is_finished(status: BranchStatus) -> bool:
-    """Whether a slot has its outcome (completed, failed or skipped) and can never move."""
-    return status in _BRANCH_OUTCOMES
-
-
-def is_terminal(status: RunStatus) -> bool:
-    """Whether a run has its outcome (completed, skipped or failed) and can never move."""
-    return status in _RUN_OUTCOMES
+RUN: Machine[RunStatus] = Machine("run", RUN_TRANSITIONS, _RUN_OUTCOMES)
+"""A run: ``pending -> running -> completed | skipped | failed`` (it begins pending)."""
+BRANCH: Machine[BranchStatus] = Machine("branch", BRANCH_TRANSITIONS, _BRANCH_OUTCOMES)
+"""A branch slot: ``launched -> started -> completed | failed | skipped`` (begins launched)."""
 
 
 def run_status_from_slots(
@@ -106,10 +129,10 @@ def run_status_from_slots(
     ``previous`` keeps the result monotonic: a terminal run stays as it is, and a running
     run does not fall back to pending when its only started slot is relaunched.
     """
-    if is_terminal(previous):
+    if RUN.is_terminal(previous):
         return previous
     listed = list(statuses)
-    if listed and all(s is not None and is_finished(s) for s in listed):
+    if listed and all(s is not None and BRANCH.is_terminal(s) for s in listed):
         if BranchStatus.FAILED in listed:
             return RunStatus.FAILED
         if all(s is BranchStatus.SKIPPED for s in listed):

@@ -37,11 +37,11 @@ from streams.core.admission import (
 from streams.core.durations import format_time
 from streams.core.identity import content_view, identify
 from streams.core.lifecycle import (
+    BRANCH,
+    RUN,
     BranchStatus,
     RunStatus,
-    is_finished,
     run_status_from_slots,
-    transition,
 )
 from tests.unit.test_core_support import (
     MINUTE,
@@ -225,11 +225,11 @@ def test_branch_reports_never_break_the_lifecycle(ops: list[tuple[object, ...]])
         for slot_state in run.slots:
             if slot_state.slot in finished:  # a finished slot never moves again
                 assert slot_state.status is finished[slot_state.slot]
-            elif is_finished(slot_state.status):
+            elif BRANCH.is_terminal(slot_state.status):
                 finished[slot_state.slot] = slot_state.status
         for change in of_type(events, RunStatusChanged):
             assert change.previous_status == statuses[-1].value
-            statuses.append(transition(statuses[-1], RunStatus(change.status)))
+            statuses.append(RUN.transition(statuses[-1], RunStatus(change.status)))
         assert run.status is statuses[-1]
         assert run.status is run_status_from_slots(run.slot_statuses(), run.status)
 

@@ -8,19 +8,26 @@ import pytest
 
 from streams.core.errors import IllegalTransition
 from streams.core.lifecycle import (
+    BRANCH,
     BRANCH_TRANSITIONS,
+    RUN,
     RUN_TRANSITIONS,
     BranchStatus,
+    Machine,
     RunStatus,
     deduplication_reason,
-    is_finished,
-    is_terminal,
     run_status_from_slots,
-    transition,
 )
 
 B = BranchStatus
 R = RunStatus
+
+
+def transition(current: RunStatus | BranchStatus, target: RunStatus | BranchStatus) -> object:
+    machine: Machine[RunStatus] | Machine[BranchStatus] = (
+        RUN if isinstance(current, RunStatus) else BRANCH
+    )
+    return machine.transition(current, target)  # type: ignore[arg-type]
 
 
 def test_wire_values() -> None:
@@ -58,7 +65,7 @@ def test_tables_cover_every_state() -> None:
     ],
 )
 def test_allowed_moves(current: RunStatus | BranchStatus, target: RunStatus | BranchStatus) -> None:
-    assert transition(current, target) is target  # type: ignore[type-var]
+    assert transition(current, target) is target
 
 
 @pytest.mark.parametrize(
@@ -78,16 +85,16 @@ def test_illegal_moves_raise_with_context(
     current: RunStatus | BranchStatus, target: RunStatus | BranchStatus, machine: str
 ) -> None:
     with pytest.raises(IllegalTransition) as info:
-        transition(current, target)  # type: ignore[type-var]
+        transition(current, target)
     err = info.value
     assert (err.machine, err.from_state, err.to_state) == (machine, current.value, target.value)
 
 
 def test_finished_states_never_move() -> None:
     for status in BranchStatus:
-        assert is_finished(status) == (not BRANCH_TRANSITIONS[status])
+        assert BRANCH.is_terminal(status) == (not BRANCH_TRANSITIONS[status])
     for run_status in RunStatus:
-        assert is_terminal(run_status) == (not RUN_TRANSITIONS[run_status])
+        assert RUN.is_terminal(run_status) == (not RUN_TRANSITIONS[run_status])
 
 
 @pytest.mark.parametrize(
@@ -120,7 +127,7 @@ def test_derived_run_moves_are_always_legal() -> None:
         for slots in itertools.product(values, repeat=3):
             status = run_status_from_slots(slots, previous)
             if status is not previous:
-                transition(previous, status)
+                RUN.transition(previous, status)
 
 
 def test_deduplication_reasons() -> None:
@@ -129,3 +136,24 @@ def test_deduplication_reasons() -> None:
     assert deduplication_reason(R.COMPLETED) == "completed"
     assert deduplication_reason(R.SKIPPED) == "skipped"
     assert deduplication_reason(R.FAILED) == "failed"
+
+
+def test_every_core_machine_is_one_mechanism() -> None:
+    from streams.core.gate.lifecycle import CANDIDATE
+    from streams.core.journal.lifecycle import ACTION
+
+    machines = (RUN, BRANCH, CANDIDATE, ACTION)
+    assert [m.name for m in machines] == ["run", "branch", "candidate", "action"]
+    assert all(isinstance(m, Machine) for m in machines)
+
+
+def test_a_machine_refuses_a_terminal_status_that_moves_and_names_a_new_entity() -> None:
+    with pytest.raises(ValueError, match="terminal"):
+        Machine("run", RUN_TRANSITIONS, frozenset({R.RUNNING}))
+    starting: Machine[RunStatus] = Machine(
+        "run", RUN_TRANSITIONS, frozenset({R.COMPLETED}), frozenset({R.PENDING})
+    )
+    assert starting.transition(None, R.PENDING) is R.PENDING
+    with pytest.raises(IllegalTransition) as info:
+        starting.transition(None, R.RUNNING)
+    assert (info.value.from_state, info.value.to_state) == ("new", "running")

@@ -8,11 +8,10 @@ import pytest
 
 from streams.core.errors import IllegalTransition
 from streams.core.gate.lifecycle import (
+    CANDIDATE,
     CANDIDATE_TRANSITIONS,
     TERMINAL,
     CandidateStatus,
-    is_terminal,
-    transition,
 )
 
 S = CandidateStatus
@@ -41,10 +40,10 @@ def test_wire_values_and_table_cover_every_status() -> None:
 @pytest.mark.parametrize(("current", "target"), list(itertools.product(S, S)), ids=str)
 def test_exactly_the_listed_moves_are_allowed(current: S, target: S) -> None:
     if (current, target) in ALLOWED:
-        assert transition(current, target) is target
+        assert CANDIDATE.transition(current, target) is target
     else:
         with pytest.raises(IllegalTransition) as info:
-            transition(current, target)
+            CANDIDATE.transition(current, target)
         assert (info.value.machine, info.value.from_state, info.value.to_state) == (
             "candidate",
             current.value,
@@ -53,7 +52,7 @@ def test_exactly_the_listed_moves_are_allowed(current: S, target: S) -> None:
 
 
 def test_terminal_statuses_never_move_and_proposed_cannot_expire() -> None:
-    assert {s for s in S if is_terminal(s)} == TERMINAL
+    assert {s for s in S if CANDIDATE.is_terminal(s)} == TERMINAL
     assert all(CANDIDATE_TRANSITIONS[s] == frozenset() for s in TERMINAL)
     # Expiry is decided on an accepted candidate only, so it has the candidate's deadline.
     assert S.EXPIRED not in CANDIDATE_TRANSITIONS[S.PROPOSED]

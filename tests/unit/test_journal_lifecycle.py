@@ -17,7 +17,7 @@ from schemas.events import (
 from streams.core.errors import IllegalTransition, InconsistentHistory
 from streams.core.journal import ACTION_TRANSITIONS, ActionStatus, Owner, decide, evolve
 from streams.core.journal.attempts import dispatch_intent
-from streams.core.journal.lifecycle import SETTLED, is_done, transition
+from streams.core.journal.lifecycle import ACTION, SETTLED, is_done
 from tests.journal_harness import ENTRY_ID, RUN, T0, dispatch, fold
 
 A = ActionStatus
@@ -38,13 +38,13 @@ def test_table_covers_every_status_and_settled_ones_only_reopen_as_held() -> Non
 def test_transition_raises_for_every_move_outside_the_table() -> None:
     for current, target in itertools.product(ActionStatus, ActionStatus):
         if target in ACTION_TRANSITIONS[current]:
-            assert transition(current, target) is target
+            assert ACTION.transition(current, target) is target
         else:
             with pytest.raises(IllegalTransition):
-                transition(current, target)
-    assert transition(None, A.INTENDED) is A.INTENDED
+                ACTION.transition(current, target)
+    assert ACTION.transition(None, A.INTENDED) is A.INTENDED
     with pytest.raises(IllegalTransition, match="new -> attempted"):
-        transition(None, A.ATTEMPTED)
+        ACTION.transition(None, A.ATTEMPTED)
 
 
 def _attempted() -> list[object]:

@@ -28,7 +28,7 @@ from schemas.events import (
 )
 from streams.core.errors import InconsistentHistory
 from streams.core.gate.commands import GateEvent, Outcome
-from streams.core.gate.lifecycle import CandidateStatus, transition
+from streams.core.gate.lifecycle import CANDIDATE, CandidateStatus
 from streams.core.gate.outcomes import candidate_from_accepted
 from streams.core.gate.rules import generation_value
 from streams.core.gate.state import (
@@ -66,7 +66,7 @@ def evolve(state: ScopeState | None, event: GateEvent) -> ScopeState:
         return _hold(state, event)
     candidate_id = event.action_id if isinstance(event, ActionDispatched) else event.candidate_id
     target, outcome = _OUTCOME[type(event)]
-    transition(_status(state, candidate_id), target)
+    CANDIDATE.transition(_status(state, candidate_id), target)
     if isinstance(event, CandidateAccepted):
         state = _accept(state, event)
     else:

@@ -8,11 +8,10 @@ generation is current) or ``rejected`` (it cannot be ordered or sent as proposed
 or ``expired`` (its deadline passed first). Terminal statuses never move: that is what makes
 "expired work ends once" and "dispatched once" a property of the table, not of care.
 
-:func:`transition` is the only way the gate moves a status, so an impossible history (a
-dispatched candidate expired, an expired one dispatched) raises
-:class:`~streams.core.errors.IllegalTransition` instead of being absorbed. The machine is
-separate from the run and slot machines in :mod:`streams.core.lifecycle` on purpose: their
-``transition`` is typed to those two enums and is left as it is.
+:data:`CANDIDATE` is one :class:`~streams.core.lifecycle.Machine`; its ``transition`` is the
+only way the gate moves a status, so an impossible history (a dispatched candidate expired, an
+expired one dispatched) raises :class:`~streams.core.errors.IllegalTransition` instead of
+being absorbed.
 """
 
 from __future__ import annotations
@@ -20,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from enum import StrEnum
 
-from streams.core.errors import IllegalTransition
+from streams.core.lifecycle import Machine
 
 
 class CandidateStatus(StrEnum):
@@ -58,14 +57,5 @@ CANDIDATE_TRANSITIONS: Mapping[CandidateStatus, frozenset[CandidateStatus]] = {
 }
 """Allowed moves: ``CANDIDATE_TRANSITIONS[from]`` is the set of legal targets."""
 
-
-def transition(current: CandidateStatus, target: CandidateStatus) -> CandidateStatus:
-    """Return ``target`` if ``current -> target`` is allowed, else raise IllegalTransition."""
-    if target not in CANDIDATE_TRANSITIONS[current]:
-        raise IllegalTransition("candidate", current.value, target.value)
-    return target
-
-
-def is_terminal(status: CandidateStatus) -> bool:
-    """Whether a candidate has its one outcome and can never move again."""
-    return status in TERMINAL
+CANDIDATE: Machine[CandidateStatus] = Machine("candidate", CANDIDATE_TRANSITIONS, TERMINAL)
+"""The candidate machine (every candidate begins ``proposed``)."""

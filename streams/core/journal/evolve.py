@@ -26,7 +26,7 @@ from schemas.events import (
     RunCheckpointed,
 )
 from streams.core.errors import InconsistentHistory
-from streams.core.journal.lifecycle import ActionStatus, transition
+from streams.core.journal.lifecycle import ACTION, ActionStatus
 from streams.core.journal.model import (
     INVALID_DISPATCH,
     PROTECTION,
@@ -144,7 +144,9 @@ def _intended(state: RunJournal, event: ActionIntended) -> ActionState:
         raise InconsistentHistory(f"action id {event.action_id} is not run id + slot {event.slot}")
     existing = state.action(event.action_id)
     if existing is None:
-        return ActionState(event.action_id, event.slot, transition(None, A.INTENDED), intent=event)
+        return ActionState(
+            event.action_id, event.slot, ACTION.transition(None, A.INTENDED), intent=event
+        )
     return _move(existing, A.INTENDED, intent=event)
 
 
@@ -153,7 +155,7 @@ def _queried(state: RunJournal, event: QueryRequested) -> ActionState:
     if action is None:
         if event.query != "exposure" or slot_of(event.action_id) != PROTECTION:
             raise InconsistentHistory(f"{event.action_id}: {event.query} query before its intent")
-        action = ActionState(event.action_id, PROTECTION, transition(None, A.SIZING))
+        action = ActionState(event.action_id, PROTECTION, ACTION.transition(None, A.SIZING))
     if event.query_number != action.queries + 1:
         raise InconsistentHistory(
             f"{event.action_id}: query {event.query_number} after query {action.queries}"
@@ -294,7 +296,7 @@ def _need(state: RunJournal, action_id: str, event: ActionRecord) -> ActionState
 
 
 def _move(action: ActionState, target: ActionStatus, **changes: Any) -> ActionState:
-    return dataclasses.replace(action, status=transition(action.status, target), **changes)
+    return dataclasses.replace(action, status=ACTION.transition(action.status, target), **changes)
 
 
 def _put(actions: tuple[ActionState, ...], action: ActionState) -> tuple[ActionState, ...]:

@@ -1,9 +1,10 @@
 """The lifecycle machine of one journalled action.
 
 Every action (entry, exit, protection, notification) has its own journal entry and moves only
-along :data:`ACTION_TRANSITIONS`; :func:`transition` is the only way the journal core moves a
-status, so an impossible history (a receipt for an action never attempted, an attempt after
-an expiry) raises :class:`~streams.core.errors.IllegalTransition` in ``evolve``.
+along :data:`ACTION_TRANSITIONS`. ``ACTION.transition`` (:data:`ACTION` is one
+:class:`~streams.core.lifecycle.Machine`) is the only way the journal core moves a status, so
+an impossible history (a receipt for an action never attempted, an attempt after an expiry)
+raises :class:`~streams.core.errors.IllegalTransition` in ``evolve``.
 
 ::
 
@@ -24,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from enum import StrEnum
 
-from streams.core.errors import IllegalTransition
+from streams.core.lifecycle import Machine
 
 
 class ActionStatus(StrEnum):
@@ -91,20 +92,12 @@ AWAITING_EVIDENCE = frozenset({A.ATTEMPTED, A.RECONCILING, A.SIZING})
 UNRESOLVED_ATTEMPT = frozenset({A.ATTEMPTED, A.RECONCILING})
 """An attempt exists whose outcome is not established: it may be live at the venue."""
 
-
-def transition(current: ActionStatus | None, target: ActionStatus) -> ActionStatus:
-    """Return ``target`` if ``current -> target`` is allowed, else raise IllegalTransition.
-
-    ``current`` is ``None`` for an action the journal has no entry for yet: it may only begin
-    as ``intended`` or (a protection) ``sizing``.
-    """
-    if current is None:
-        allowed: frozenset[ActionStatus] = frozenset({A.INTENDED, A.SIZING})
-    else:
-        allowed = ACTION_TRANSITIONS[current]
-    if target not in allowed:
-        raise IllegalTransition("action", "new" if current is None else current.value, target.value)
-    return target
+ACTION: Machine[ActionStatus] = Machine(
+    "action", ACTION_TRANSITIONS, frozenset({A.NOT_NEEDED}), frozenset({A.INTENDED, A.SIZING})
+)
+"""The action machine. An action the journal has no entry for yet may only begin as
+``intended`` or (a protection) ``sizing``; only ``not_needed`` never moves (every settled
+status may still become held when later evidence contradicts it)."""
 
 
 def is_done(status: ActionStatus) -> bool:
