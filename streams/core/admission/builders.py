@@ -1,0 +1,134 @@
+"""The events admission writes, built in one place: rejections, admitted runs, launches."""
+
+from __future__ import annotations
+
+import orjson
+
+from schemas.commands import AdmitDelivery
+from schemas.events import BranchLaunched, DeliveryRejected, RunAdmitted, WorkflowRevised
+from streams.core.admission.commands import AdmissionEvent
+from streams.core.admission.state import RunState
+from streams.core.errors import InconsistentHistory
+
+
+def reject(delivery: AdmitDelivery, reason: str, detail: str, now: int) -> list[AdmissionEvent]:
+    """``DeliveryRejected`` for ``delivery`` with its reason and detail."""
+    return [
+        DeliveryRejected(
+            delivery_id=delivery.delivery_id,
+            admission_key=delivery.admission_key,
+            subscription=delivery.subscription,
+            environment=delivery.environment,
+            reason=reason,
+            detail=detail,
+            received_at_ms=delivery.received_at_ms,
+            decided_at_ms=now,
+        )
+    ]
+
+
+def load_object(text: str) -> dict[str, object] | None:
+    """``text`` as a JSON object, or ``None`` when it is not one."""
+    try:
+        value = orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def run_admitted(
+    *,
+    run_id: str,
+    admission_key: str,
+    delivery_id: str,
+    workflow: WorkflowRevised | None,
+    source: str,
+    event_id: str | None,
+    content_digest: str,
+    source_time_ms: int,
+    expires_at_ms: int,
+    validity_source_time: str,
+    validity_window_ms: int,
+    clock_uncertainty_ms: int,
+    slots: tuple[str, ...],
+    scope_key: str | None,
+    sequence: str | None,
+    payload_json: str,
+    rerun_number: int,
+    rerun_of: str | None,
+    rerun_reason: str | None,
+    now: int,
+    frozen: RunState | None = None,
+) -> RunAdmitted:
+    """Build RunAdmitted; revision, retention and attempts come from ``workflow``, else
+    ``frozen``."""
+    retention: int | None
+    if workflow is not None:
+        revision, retention = workflow.revision, workflow.retention_ms
+        subscription, environment = workflow.subscription, workflow.environment
+        attempts = workflow.branch_attempts
+    elif frozen is not None:
+        revision, retention = frozen.workflow_revision, frozen.retention_ms
+        subscription, environment = frozen.subscription, frozen.environment
+        attempts = frozen.branch_attempts
+    else:  # pragma: no cover - callers always pass one of the two
+        raise InconsistentHistory(f"{admission_key}: no workflow to admit under")
+    return RunAdmitted(
+        run_id=run_id,
+        admission_key=admission_key,
+        delivery_id=delivery_id,
+        subscription=subscription,
+        environment=environment,
+        workflow_revision=revision,
+        source=source,
+        event_id=event_id,
+        content_digest=content_digest,
+        source_time_ms=source_time_ms,
+        expires_at_ms=expires_at_ms,
+        validity_source_time=validity_source_time,
+        validity_window_ms=validity_window_ms,
+        slots=slots,
+        scope_key=scope_key,
+        sequence=sequence,
+        payload_json=payload_json,
+        rerun_number=rerun_number,
+        rerun_of=rerun_of,
+        rerun_reason=rerun_reason,
+        admitted_at_ms=now,
+        retention_ms=retention,
+        branch_attempts=attempts,
+        clock_uncertainty_ms=clock_uncertainty_ms,
+    )
+
+
+def launches(admitted: RunAdmitted, timeout_ms: int, now: int) -> list[AdmissionEvent]:
+    """One ``BranchLaunched`` (attempt 1) per slot of a run just admitted."""
+    return [
+        BranchLaunched(
+            run_id=admitted.run_id,
+            admission_key=admitted.admission_key,
+            slot=slot,
+            attempt=1,
+            workflow_revision=admitted.workflow_revision,
+            expires_at_ms=admitted.expires_at_ms,
+            timeout_at_ms=now + timeout_ms,
+            payload_json=admitted.payload_json,
+            launched_at_ms=now,
+        )
+        for slot in admitted.slots
+    ]
+
+
+def launch(key: str, run: RunState, slot: str, timeout_ms: int, now: int) -> BranchLaunched:
+    """``BranchLaunched`` for a slot of ``run`` that has no launch (a history that lost it)."""
+    return BranchLaunched(
+        run_id=run.run_id,
+        admission_key=key,
+        slot=slot,
+        attempt=1,
+        workflow_revision=run.workflow_revision,
+        expires_at_ms=run.expires_at_ms,
+        timeout_at_ms=now + timeout_ms,
+        payload_json=run.payload_json,
+        launched_at_ms=now,
+    )
