@@ -3,33 +3,8 @@
 Used by both the ingest front door (to key the delivery) and the processor (to check the key
 and admit), so everything here is a pure, deterministic function of ``(workflow revision,
 payload)``. Arrival time, delivery ids and payload hashes never enter an identity: a retry's
-arrival time changes, and identical payloads can be separate scheduled occurrences.
-
-Canonical values
-----------------
-Every field value is reduced to one canonical string before it is compared or hashed:
-
-* absent keys, ``null`` and blank strings are *missing*;
-* strings are stripped of surrounding whitespace; a string with a control character inside
-  (U+0000-U+001F, U+007F-U+009F: NUL, escape sequences, ...) is *invalid* in every role, and
-  an identity, scope, sequence or ``source`` value longer than
-  :data:`~streams.core.limits.MAX_FIELD_CHARS` characters is invalid too;
-* venue fields (``venue``, ``exchange``) are folded to lower case and instrument fields
-  (``instrument``, ``symbol``, ``ticker``) to upper case, unless the workflow lists them in
-  ``identity.case_sensitive``; other strings keep their case;
-* the ``interval`` field is written in its one canonical spelling (``1``, ``1m`` and ``60s``
-  are ``1m``; ``60`` and ``1h`` are ``1h``; ``D`` and ``1d`` are ``1d``);
-* numbers, and strings that are plain decimal numbers, are rendered as a normalized decimal:
-  ``97000.50``, ``"97000.50"`` and ``97000.5`` all become ``"97000.5"``; ``"1e3"`` becomes
-  ``"1000"``. Strings with leading zeros (``"007"``) are identifiers, not numbers, and are
-  kept as written so they cannot collide with ``"7"``;
-* booleans become ``"true"``/``"false"``;
-* *time fields* become decimal epoch milliseconds, so an RFC 3339 copy and an epoch-ms copy of
-  the same candle agree. A field is a time field when its name is ``time`` or ``timestamp``,
-  ends with ``_open``, ``_close``, ``_time`` or ``_at``, or is the workflow's
-  ``validity_source_time`` field (:mod:`streams.core.fields` has these rules);
-* arrays and objects are refused in identity, scope and sequence fields; in immutable fields
-  they are kept as canonical JSON (sorted keys).
+arrival time changes, and identical payloads can be separate scheduled occurrences. Every
+field value is read in its canonical form first (:mod:`streams.core.canonical`).
 
 The event-id value and ``source`` are opaque: stripped and checked, never read as a number, a
 time or folded. ``source`` is required: an identity is per sender. The source time must lie in
@@ -61,42 +36,25 @@ the source time conflict, instead of the later one silently stretching the deadl
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
-import math
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from decimal import Context, Decimal, InvalidOperation
 from urllib.parse import quote
 
 import orjson
 
 from schemas.events import WorkflowRevised
 from streams.core import fields
-from streams.core.durations import check_source_time, format_interval, parse_interval, parse_time
+from streams.core.canonical import Unreadable, canonical, canonical_json
+from streams.core.durations import check_source_time, parse_interval
 from streams.core.errors import FieldProblem, FieldRole, IdentityError, InvalidValue
 from streams.core.fields import CANDLE_CLOSE, CANDLE_OPEN_FIELD, INTERVAL_FIELD, Kind
-from streams.core.limits import MAX_FIELD_CHARS
 
 SOURCE_FIELD = "source"
 EVENT_ID_IDENTITY = "event_id"
 """Name under which an event-id identity appears in ``Occurrence.identity_fields``."""
 SOURCE_TIME = "source_time"
 """Name reported in ``differing_fields`` when copies disagree about the source time."""
-
-TIME_FIELD_SUFFIXES = fields.TIME_FIELD_SUFFIXES
-TIME_FIELD_NAMES = fields.TIME_FIELD_NAMES
-
-# A plain decimal: no leading zeros (so identifiers such as "007" stay strings), optional
-# fraction and exponent. At most 100 characters so normalizing can never round.
-_DECIMAL_RE = re.compile(r"[+-]?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]{1,6})?")
-_DECIMAL_MAX_LEN = 100
-_DECIMAL_CONTEXT = Context(prec=200)
-# Beyond this magnitude a fixed-point rendering would be huge; scientific notation is just as
-# canonical.
-_FIXED_POINT_LIMIT = 50
-_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
 
 
 @dataclass(frozen=True)
@@ -135,21 +93,6 @@ class ContentView:
     digest: str
 
 
-def is_time_field(name: str, workflow: WorkflowRevised) -> bool:
-    """Whether ``name`` is read as an instant (see the module docstring for the rule)."""
-    return fields.is_time_field(name, workflow.validity_source_time)
-
-
-def canonical_number(value: Decimal) -> str:
-    """Normalized decimal rendering: no trailing zeros, no exponent for ordinary magnitudes."""
-    normalized = value.normalize(_DECIMAL_CONTEXT)
-    if normalized.is_zero():
-        return "0"
-    if -_FIXED_POINT_LIMIT <= normalized.adjusted() <= _FIXED_POINT_LIMIT:
-        return format(normalized, "f")
-    return str(normalized)
-
-
 def admission_key(
     subscription: str,
     environment: str,
@@ -185,11 +128,6 @@ def content_digest(
     """SHA-256 hex of the canonical JSON of the immutable values plus the source time."""
     document = {"immutable": dict(immutable_values), "source_time_ms": source_time_ms}
     return hashlib.sha256(orjson.dumps(document, option=orjson.OPT_SORT_KEYS)).hexdigest()
-
-
-def canonical_json(payload: Mapping[str, object]) -> str:
-    """The payload as canonical JSON: sorted keys, no whitespace (orjson)."""
-    return orjson.dumps(dict(payload), option=orjson.OPT_SORT_KEYS).decode()
 
 
 def identify(workflow: WorkflowRevised, payload: Mapping[str, object]) -> Occurrence:
@@ -305,13 +243,6 @@ def _scope_key(environment: str, values: tuple[tuple[str, str], ...]) -> str | N
     return "|".join([_q(environment), *parts])
 
 
-class _FieldProblem(Exception):
-    def __init__(self, missing: bool, detail: str = "") -> None:
-        self.missing = missing
-        self.detail = detail
-        super().__init__(detail)
-
-
 class _Reader:
     """Reads canonical field values from one payload, collecting every problem.
 
@@ -360,14 +291,14 @@ class _Reader:
             )
         )
         try:
-            return _canonical(
+            return canonical(
                 self.payload.get(name),
                 kind,
                 opaque=opaque,
                 structured=structured,
                 bounded=not structured,
             )
-        except _FieldProblem as problem:
+        except Unreadable as problem:
             if not problem.missing:
                 self.note_invalid(name, role, problem.detail)
             elif required:
@@ -411,92 +342,3 @@ class _Reader:
         except InvalidValue as exc:
             self.note_invalid(INTERVAL_FIELD, FieldRole.SOURCE_TIME, str(exc))
             return None
-
-
-def _canonical(value: object, kind: Kind, *, opaque: bool, structured: bool, bounded: bool) -> str:
-    """Canonical string of one field value, or raise _FieldProblem (missing or invalid)."""
-    if value is None:
-        raise _FieldProblem(missing=True)
-    if isinstance(value, str):
-        text = value.strip()
-        if not text:
-            raise _FieldProblem(missing=True)
-        control = _CONTROL.search(text)
-        if control is not None:
-            raise _FieldProblem(missing=False, detail=_control_detail(control.group()))
-        result = _canonical_text(text, kind, opaque)
-    elif kind is Kind.TIME:
-        result = _time(value)
-    elif kind is Kind.INTERVAL and isinstance(value, int) and not isinstance(value, bool):
-        result = _canonical_text(str(value), kind, opaque)
-    elif isinstance(value, bool):
-        result = "true" if value else "false"
-    elif isinstance(value, int):
-        result = canonical_number(Decimal(value))
-    elif isinstance(value, float):
-        if not math.isfinite(value):
-            raise _FieldProblem(missing=False, detail="is not a finite number")
-        result = canonical_number(Decimal(repr(value)))
-    elif structured and isinstance(value, list | dict):
-        _check_nested(value)
-        try:
-            result = orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode()
-        except TypeError as exc:
-            raise _FieldProblem(missing=False, detail="is not plain JSON") from exc
-    else:
-        raise _FieldProblem(
-            missing=False, detail=f"must be a string or number, got {type(value).__name__}"
-        )
-    if bounded and len(result) > MAX_FIELD_CHARS:
-        raise _FieldProblem(
-            missing=False,
-            detail=f"is {len(result)} characters long; at most {MAX_FIELD_CHARS} are allowed",
-        )
-    return result
-
-
-def _canonical_text(text: str, kind: Kind, opaque: bool) -> str:
-    if kind is Kind.TIME:
-        return _time(text)
-    if opaque:
-        return text
-    if kind is Kind.INTERVAL:
-        try:
-            return format_interval(parse_interval(text))
-        except InvalidValue:
-            return text  # not an interval: kept as written, cannot equal a canonical one
-    if len(text) <= _DECIMAL_MAX_LEN and _DECIMAL_RE.fullmatch(text):
-        with contextlib.suppress(InvalidOperation, ArithmeticError):
-            text = canonical_number(Decimal(text))
-    if kind is Kind.LOWER:
-        return text.lower()
-    if kind is Kind.UPPER:
-        return text.upper()
-    return text
-
-
-def _time(value: object) -> str:
-    try:
-        return str(parse_time(value))
-    except InvalidValue as exc:
-        raise _FieldProblem(missing=False, detail=str(exc)) from exc
-
-
-def _control_detail(char: str) -> str:
-    return f"contains a control character (U+{ord(char):04X})"
-
-
-def _check_nested(value: object) -> None:
-    """Refuse control characters anywhere in a structured value (keys included)."""
-    stack = [value]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, str):
-            control = _CONTROL.search(item)
-            if control is not None:
-                raise _FieldProblem(missing=False, detail=_control_detail(control.group()))
-        elif isinstance(item, dict):
-            stack.extend(item.keys())
-            stack.extend(item.values())
-        elif isinstance(item, list):
-            stack.extend(item)

@@ -20,8 +20,9 @@ from schemas.events import (
     WorkflowRevised,
 )
 from streams.core.admission import EVICTION_MARGIN_MS, Admit, RecordBranchReport, Rerun, decide
+from streams.core.canonical import canonical_json
 from streams.core.durations import MAX_SOURCE_TIME_MS
-from streams.core.identity import canonical_json, identify
+from streams.core.identity import identify
 from streams.core.limits import (
     MAX_BRANCH_TIMEOUT_MS,
     MAX_CLOCK_UNCERTAINTY_MS,

@@ -27,9 +27,10 @@ from streams.core.admission import (
     decide,
     evolve,
 )
+from streams.core.canonical import canonical_json
 from streams.core.durations import parse_time
 from streams.core.errors import IdentityError
-from streams.core.identity import canonical_json, identify, rejection_key
+from streams.core.identity import identify, rejection_key
 from streams.core.state_codec import decode_state, encode_state
 from streams.core.workflow import parse_workflow_file, revise
 
