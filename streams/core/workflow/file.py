@@ -1,81 +1,30 @@
-"""Workflow definitions: validation of the TOML file and revisioning.
-
-A workflow destination is one ``(subscription, environment)``; ``paper`` and ``live`` of the
-same subscription are separate destinations with separate runs. The file format is the one
-in CONTRACT.md (``[[workflow]]`` tables). :func:`parse_workflow_file` takes the dictionary
-``tomllib.loads`` produced (the caller does the I/O), checks *everything*, and either returns
-one :class:`WorkflowDefinition` per table or raises
-:class:`~streams.core.errors.WorkflowFileError` listing every problem with its path. Nothing
-is partially accepted.
-
-:func:`revise` turns a definition into the ``WorkflowRevised`` event, and returns ``None``
-when the definition is unchanged, so ``sluicegate workflows apply`` publishes a new revision
-only when something changed. Runs keep the revision they were admitted under (frozen
-context), so publishing a revision never turns a redelivery into a new occurrence.
-
-Defaults when a key is omitted: ``branch_timeout = "30s"``, ``branch_attempts = 3``,
-``retention = "7d"``, ``validity.clock_uncertainty = "250ms"``, no immutable fields, no
-scope, no auth, no case-sensitive venue/instrument fields. Bounds are in
-:mod:`streams.core.limits`.
-
-A destination's occurrence identity is fixed once applied: :func:`revise` raises
-:class:`~streams.core.errors.IdentityChanged` for a definition that would key occurrences
-differently (see :func:`streams.core.fields.identity_changes`).
-"""
+"""Reading a workflow file: every ``[[workflow]]`` table checked, every problem listed."""
 
 from __future__ import annotations
 
-import hashlib
 import re
-from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from collections.abc import Mapping
 
-import orjson
-
-from schemas.events import WorkflowRevised
-from streams.core.durations import DURATION_FORMS, format_duration, parse_duration
-from streams.core.errors import CoreError, IdentityChanged, InvalidValue, WorkflowFileError
-from streams.core.fields import (
-    CANDLE_CLOSE,
-    CANDLE_OPEN_FIELD,
-    CASE_FOLDED_FIELDS,
-    INTERVAL_FIELD,
-    identity_changes,
-)
+from streams.core.errors import WorkflowFileError
+from streams.core.fields import CASE_FOLDED_FIELDS
 from streams.core.limits import (
     DEFAULT_CLOCK_UNCERTAINTY_MS,
     MAX_BRANCH_TIMEOUT_MS,
     MAX_CLOCK_UNCERTAINTY_MS,
-    MAX_FIELDS,
     MAX_RETENTION_MS,
     MAX_SLOTS,
     MAX_WINDOW_MS,
 )
-from streams.core.retention import next_history
-
-__all__ = [
-    "CANDLE_CLOSE",
-    "CANDLE_OPEN_FIELD",
-    "DEFAULT_BRANCH_ATTEMPTS",
-    "DEFAULT_BRANCH_TIMEOUT_MS",
-    "DEFAULT_CLOCK_UNCERTAINTY_MS",
-    "DEFAULT_RETENTION_MS",
-    "ENVIRONMENTS",
-    "INTERVAL_FIELD",
-    "MAX_BRANCH_ATTEMPTS",
-    "WorkflowDefinition",
-    "definition_digest",
-    "parse_workflow_file",
-    "revise",
-    "workflow_key",
-]
-
-ENVIRONMENTS = ("paper", "live")
-
-DEFAULT_BRANCH_TIMEOUT_MS = 30_000
-DEFAULT_BRANCH_ATTEMPTS = 3
-DEFAULT_RETENTION_MS = 7 * 24 * 3_600_000
-MAX_BRANCH_ATTEMPTS = 100
+from streams.core.workflow.checks import Checker, show
+from streams.core.workflow.definition import (
+    DEFAULT_BRANCH_ATTEMPTS,
+    DEFAULT_BRANCH_TIMEOUT_MS,
+    DEFAULT_RETENTION_MS,
+    ENVIRONMENTS,
+    MAX_BRANCH_ATTEMPTS,
+    WorkflowDefinition,
+    workflow_key,
+)
 
 # Destination and slot names become parts of Kafka keys and URLs; keep them plain so the
 # keys stay readable and never need escaping.
@@ -105,114 +54,6 @@ _TABLE_KEYS = {
 }
 
 
-@dataclass(frozen=True)
-class WorkflowDefinition:
-    """One validated ``[[workflow]]`` table. All durations are milliseconds.
-
-    ``branch_attempts`` is the maximum number of launches per slot (relaunches + 1), frozen
-    on each run. ``identity_case_sensitive_fields`` lists venue/instrument fields that are
-    kept as given instead of case-folded (:mod:`streams.core.fields`).
-    """
-
-    subscription: str
-    environment: str
-    slots: tuple[str, ...]
-    branch_timeout_ms: int
-    branch_attempts: int
-    retention_ms: int
-    identity_event_id_field: str | None
-    identity_derived_fields: tuple[str, ...]
-    immutable_fields: tuple[str, ...]
-    validity_source_time: str
-    validity_window_ms: int
-    scope_fields: tuple[str, ...]
-    scope_sequence_field: str | None
-    auth_token_env: str | None
-    auth_hmac_secret_env: str | None
-    clock_uncertainty_ms: int = DEFAULT_CLOCK_UNCERTAINTY_MS
-    identity_case_sensitive_fields: tuple[str, ...] = ()
-
-
-# Settings added after the first release leave the digest alone while they have their default,
-# so re-applying an unchanged file after an upgrade is still "unchanged".
-_DIGEST_DEFAULTS: dict[str, object] = {
-    "clock_uncertainty_ms": DEFAULT_CLOCK_UNCERTAINTY_MS,
-    "identity_case_sensitive_fields": (),
-}
-
-
-def workflow_key(subscription: str, environment: str) -> str:
-    """Key of a destination on the compacted workflows topic: ``subscription/environment``."""
-    return f"{subscription}/{environment}"
-
-
-def definition_digest(defn: WorkflowDefinition) -> str:
-    """SHA-256 hex of the definition's canonical JSON (sorted keys, no whitespace).
-
-    Equal definitions have equal digests regardless of how the TOML was laid out, which is
-    what makes :func:`revise` idempotent.
-    """
-    document = asdict(defn)
-    for name, default in _DIGEST_DEFAULTS.items():
-        if document[name] == default:
-            del document[name]
-    canonical = orjson.dumps(document, option=orjson.OPT_SORT_KEYS)
-    return hashlib.sha256(canonical).hexdigest()
-
-
-def revise(
-    current: WorkflowRevised | None, defn: WorkflowDefinition, now: int
-) -> WorkflowRevised | None:
-    """Return the next ``WorkflowRevised`` for ``defn``, or ``None`` if nothing changed.
-
-    ``current`` is the newest revision on the workflows topic for the same destination (or
-    ``None``). The new revision number is ``current.revision + 1`` (``1`` for a new
-    destination); ``applied_at_ms`` is ``now``; ``retention_history`` continues
-    ``current``'s (:func:`streams.core.retention.next_history`). Raises
-    :class:`~streams.core.errors.IdentityChanged` if ``defn`` would change the occurrence
-    identity, and :class:`~streams.core.errors.CoreError` if ``current`` belongs to another
-    destination, which would mean the caller looked up the wrong key.
-    """
-    if current is not None and (current.subscription, current.environment) != (
-        defn.subscription,
-        defn.environment,
-    ):
-        raise CoreError(
-            f"revision for {workflow_key(current.subscription, current.environment)} "
-            f"cannot revise {workflow_key(defn.subscription, defn.environment)}"
-        )
-    digest = definition_digest(defn)
-    if current is not None and current.definition_digest == digest:
-        return None
-    if current is not None:
-        changes = identity_changes(current, defn)
-        if changes:
-            raise IdentityChanged(workflow_key(defn.subscription, defn.environment), changes)
-    return WorkflowRevised(
-        subscription=defn.subscription,
-        environment=defn.environment,
-        revision=1 if current is None else current.revision + 1,
-        slots=defn.slots,
-        branch_timeout_ms=defn.branch_timeout_ms,
-        retention_ms=defn.retention_ms,
-        identity_event_id_field=defn.identity_event_id_field,
-        identity_derived_fields=defn.identity_derived_fields,
-        immutable_fields=defn.immutable_fields,
-        validity_source_time=defn.validity_source_time,
-        validity_window_ms=defn.validity_window_ms,
-        scope_fields=defn.scope_fields,
-        scope_sequence_field=defn.scope_sequence_field,
-        auth_token_env=defn.auth_token_env,
-        auth_hmac_secret_env=defn.auth_hmac_secret_env,
-        definition_digest=digest,
-        applied_at_ms=now,
-        branch_attempts=defn.branch_attempts,
-        clock_uncertainty_ms=defn.clock_uncertainty_ms,
-        identity_case_sensitive_fields=defn.identity_case_sensitive_fields,
-        retention_history=next_history(current, defn.retention_ms, now),
-    )
-
-
 def parse_workflow_file(document: Mapping[str, object]) -> list[WorkflowDefinition]:
     """Validate a parsed workflow file and return its definitions in file order.
 
@@ -226,7 +67,7 @@ def parse_workflow_file(document: Mapping[str, object]) -> list[WorkflowDefiniti
     may be declared: a signed request is judged by its signature, another by its token), and
     no destination declared twice in one file.
     """
-    checker = _Checker()
+    checker = _Reader(_TABLE_KEYS)
     for key in document:
         if key != "workflow":
             checker.problem(str(key), "unknown top-level key (expected [[workflow]] tables)")
@@ -263,105 +104,8 @@ def parse_workflow_file(document: Mapping[str, object]) -> list[WorkflowDefiniti
     return definitions
 
 
-def _show(value: object) -> str:
-    """Quote a value the way the file spells it (JSON-like), for problem messages."""
-    try:
-        return orjson.dumps(value).decode()
-    except TypeError:
-        return repr(value)
-
-
-class _Checker:
-    """Accumulates problems while reading one file; every reader returns a value or None."""
-
-    def __init__(self) -> None:
-        self.problems: list[str] = []
-
-    def problem(self, path: str, message: str) -> None:
-        self.problems.append(f"{path}: {message}")
-
-    def unknown_keys(self, path: str, table: Mapping[str, object], known: Sequence[str]) -> None:
-        for key in table:
-            if key not in known:
-                self.problem(f"{path}.{key}", f"unknown key (expected one of {', '.join(known)})")
-
-    def table(self, path: str, parent: Mapping[str, object], key: str) -> dict[str, object] | None:
-        value = parent.get(key)
-        if value is None:
-            return None
-        if not isinstance(value, dict):
-            self.problem(f"{path}.{key}", f"must be a table ([{key}]), got {_show(value)}")
-            return None
-        self.unknown_keys(f"{path}.{key}", value, _TABLE_KEYS[key])
-        return value
-
-    def name(self, path: str, value: object, pattern: re.Pattern[str], what: str) -> str | None:
-        if not isinstance(value, str) or not pattern.fullmatch(value):
-            self.problem(path, f"{_show(value)} is not a valid {what}")
-            return None
-        return value
-
-    def names(
-        self,
-        path: str,
-        value: object,
-        pattern: re.Pattern[str],
-        what: str,
-        *,
-        required: bool,
-        most: int = MAX_FIELDS,
-    ) -> tuple[str, ...] | None:
-        if value is None:
-            if required:
-                self.problem(path, f"is required (a list of {what}s)")
-            return None if required else ()
-        if not isinstance(value, list):
-            self.problem(path, f"must be a list of {what}s, got {_show(value)}")
-            return None
-        result: list[str] = []
-        ok = True
-        for i, item in enumerate(value):
-            name = self.name(f"{path}[{i}]", item, pattern, what)
-            if name is None:
-                ok = False
-            elif name in result:
-                self.problem(f"{path}[{i}]", f"{_show(name)} is listed twice")
-                ok = False
-            else:
-                result.append(name)
-        if required and not value:
-            self.problem(path, f"must list at least one {what}")
-            ok = False
-        if len(value) > most:
-            self.problem(path, f"lists {len(value)} {what}s; at most {most} are allowed")
-            ok = False
-        return tuple(result) if ok else None
-
-    def duration(
-        self,
-        path: str,
-        value: object,
-        default: int | None,
-        *,
-        most: int,
-        positive: bool = True,
-    ) -> int | None:
-        if value is None:
-            if default is None:
-                self.problem(path, f"is required ({DURATION_FORMS})")
-            return default
-        try:
-            ms = parse_duration(value)
-        except InvalidValue:
-            self.problem(path, f"{_show(value)} is not a duration ({DURATION_FORMS})")
-            return None
-        if positive and ms <= 0:
-            self.problem(path, f"{_show(value)} must be longer than 0")
-            return None
-        if ms > most:
-            self.problem(path, f"{_show(value)} is too long: at most {format_duration(most)}")
-            return None
-        return ms
+class _Reader(Checker):
+    """The workflow tables of one file (on the primitive checks of :class:`Checker`)."""
 
     def workflow(self, path: str, table: Mapping[str, object]) -> WorkflowDefinition | None:
         self.unknown_keys(path, table, _WORKFLOW_KEYS)
@@ -378,7 +122,7 @@ class _Checker:
             environment = str(environment_value)
         else:
             self.problem(
-                f"{path}.environment", f"{_show(environment_value)} is not one of paper, live"
+                f"{path}.environment", f"{show(environment_value)} is not one of paper, live"
             )
         slots = self.names(
             f"{path}.slots",
@@ -412,7 +156,7 @@ class _Checker:
         else:
             self.problem(
                 f"{path}.branch_attempts",
-                f"{_show(attempts_value)} is not a whole number from 1 to {MAX_BRANCH_ATTEMPTS}",
+                f"{show(attempts_value)} is not a whole number from 1 to {MAX_BRANCH_ATTEMPTS}",
             )
 
         event_id, derived, case_sensitive = self._identity(path, table)
@@ -494,7 +238,7 @@ class _Checker:
             if name not in CASE_FOLDED_FIELDS:
                 self.problem(
                     f"{path}[{i}]",
-                    f"{_show(name)} is not case-folded, so it cannot be kept case-sensitive; "
+                    f"{show(name)} is not case-folded, so it cannot be kept case-sensitive; "
                     f"list at most these: {', '.join(CASE_FOLDED_FIELDS)}",
                 )
                 ok = False
