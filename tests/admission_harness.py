@@ -24,10 +24,12 @@ from schemas.events import (
     RunAdmitted,
     WorkflowRevised,
 )
-from streams.adapters.deliveries import DeliveryProducer, build_delivery, new_delivery_id
+from streams.adapters.deliveries import DeliveryProducer, new_delivery_id
 from streams.adapters.workflow_table import WorkflowTable
 from streams.apps.admission import AdmissionApp
 from streams.core.durations import parse_time
+from streams.core.errors import Refusal
+from streams.core.intake import intake
 from streams.core.workflow import parse_workflow_file, revise, workflow_key
 from streams.engine.processor import Processor
 from streams.kafka.topics import ensure_topics
@@ -59,6 +61,27 @@ def candle(**overrides: object) -> dict[str, object]:
         else:
             body[name] = value
     return body
+
+
+def delivery_for(
+    workflow: WorkflowRevised,
+    body: Mapping[str, object],
+    *,
+    delivery_id: str,
+    received_at_ms: int,
+    channel: str = "publish",
+) -> AdmitDelivery:
+    """The front doors' ``AdmitDelivery`` for ``body`` (the test expects it to be accepted)."""
+    taken = intake(
+        body,
+        workflow,
+        delivery_id=delivery_id,
+        received_at_ms=received_at_ms,
+        channel=channel,
+        now_ms=received_at_ms,
+    )
+    assert not isinstance(taken, Refusal), taken
+    return taken
 
 
 @dataclass
@@ -139,7 +162,7 @@ class AdmissionHarness:
     ) -> AdmitDelivery:
         workflow = self.table.lookup(subscription, environment)
         assert workflow is not None
-        delivery = build_delivery(
+        delivery = delivery_for(
             workflow,
             body,
             delivery_id=new_delivery_id(),

@@ -11,8 +11,9 @@ one ``AdmitDelivery`` on the ``deliveries`` topic, keyed by its admission key. I
 3. the destination's workflow is looked up (503 if the workflow table cannot be read in
    time) and the sender authenticated: an unknown destination, an unset secret variable
    and bad credentials are all one 401 with one body, whose reason is only in the log;
-4. the body is parsed and the workflow's identity derived (422, ``problems`` lists every
-   field); a top-level ``"token"`` field is removed first, whatever the auth mode;
+4. the body is parsed and taken in (:func:`streams.core.intake.intake`, the step every front
+   door takes: the top-level ``"token"`` field removed whatever the auth mode, near-miss
+   field names mapped, the identity derived; 422, ``problems`` lists every field);
 5. the delivery is produced and the broker's acknowledgement awaited (503 with
    ``Retry-After`` if it does not come within the budget, ``SLUICEGATE_INGEST_ACK_TIMEOUT``,
    which also covers the lookup);
@@ -53,7 +54,6 @@ from aiohttp.typedefs import Handler, Middleware
 
 from consumers.ingest.auth import (
     SIGNATURE_HEADER,
-    TOKEN_FIELD,
     Credentials,
     ReplayGuard,
     authenticate,
@@ -78,16 +78,23 @@ from consumers.ingest.errors import (
     UnsupportedMediaType,
 )
 from consumers.ingest.outcomes import PENDING, Outcome, OutcomeTracker
-from consumers.ingest.parsing import body_kind, declared_fields, map_fields, parse_body
+from consumers.ingest.parsing import body_kind, parse_body
 from consumers.ingest.producer import AsyncDeliveryProducer
 from consumers.ingest.settings import IngestSettings, parse_duration_s
 from consumers.ingest.workflows import WorkflowDirectory
 from schemas.commands import AdmitDelivery
 from schemas.events import WorkflowRevised
-from streams.adapters.deliveries import ENVIRONMENTS, build_delivery, new_delivery_id
+from streams.adapters.deliveries import new_delivery_id
 from streams.adapters.workflow_table import WorkflowTable
-from streams.core.errors import DeliveryRefused, FieldRole, IdentityError
-from streams.core.reasons import REJECT_PAYLOAD_TOO_LARGE, REJECT_SOURCE_TIME_IN_FUTURE
+from streams.core.errors import FieldRole, Refusal
+from streams.core.intake import TOKEN_FIELD, intake
+from streams.core.reasons import (
+    REJECT_INVALID_FIELD,
+    REJECT_MISSING_FIELDS,
+    REJECT_PAYLOAD_TOO_LARGE,
+    REJECT_SOURCE_TIME_IN_FUTURE,
+)
+from streams.core.workflow import ENVIRONMENTS
 from streams.settings import Settings
 
 log = logging.getLogger("sluicegate.ingest")
@@ -191,7 +198,7 @@ class Ingest:
             payload = parse_body(raw, kind)
         except InvalidBody as e:
             payload, parse_error = None, e
-        body_token = payload.pop(TOKEN_FIELD, None) if payload is not None else None
+        body_token = payload.get(TOKEN_FIELD) if payload is not None else None
 
         claim = authenticate(
             policy_for(workflow, self.environ),
@@ -212,7 +219,17 @@ class Ingest:
             if parse_error is not None:
                 raise parse_error
             assert payload is not None
-            delivery = _delivery(workflow, payload, now_ms)
+            taken = intake(
+                payload,
+                workflow,
+                delivery_id=new_delivery_id(),
+                received_at_ms=now_ms,
+                channel="http",
+                now_ms=now_ms,
+            )
+            if isinstance(taken, Refusal):
+                raise _refused(taken)
+            delivery = taken
             waiter = (
                 self.outcomes.expect(delivery.delivery_id) if wait_s and self.outcomes else None
             )
@@ -317,41 +334,34 @@ async def _read_body(request: web.Request, limit: int, timeout_s: float) -> byte
         ) from None
 
 
-def _delivery(workflow: WorkflowRevised, payload: dict[str, object], now_ms: int) -> AdmitDelivery:
-    mapped = map_fields(payload, declared_fields(workflow))
-    try:
-        return build_delivery(
-            workflow, mapped, delivery_id=new_delivery_id(), received_at_ms=now_ms, channel="http"
+def _refused(refusal: Refusal) -> RequestRefused:
+    """The answer to a refused intake, chosen by its reason code."""
+    problems = _problems(refusal)
+    if refusal.reason in (REJECT_MISSING_FIELDS, REJECT_INVALID_FIELD):
+        return MissingIdentityFields(
+            "the body lacks, or has unreadable, fields the workflow needs", problems
         )
-    except IdentityError as e:
-        raise MissingIdentityFields(
-            "the body lacks, or has unreadable, fields the workflow needs",
-            _identity_problems(e),
-        ) from None
-    except DeliveryRefused as e:
-        problems = _identity_problems(e)
-        if e.reason == REJECT_PAYLOAD_TOO_LARGE:
-            raise PayloadTooLarge("the payload is larger than admission keeps", problems) from None
-        if e.reason == REJECT_SOURCE_TIME_IN_FUTURE:
-            raise SourceTimeInFuture(
-                "the source time is in the future: send the signal once it has passed",
-                problems,
-            ) from None
-        raise InvalidRequest(e.reason, problems) from None
+    if refusal.reason == REJECT_PAYLOAD_TOO_LARGE:
+        return PayloadTooLarge("the payload is larger than admission keeps", problems)
+    if refusal.reason == REJECT_SOURCE_TIME_IN_FUTURE:
+        return SourceTimeInFuture(
+            "the source time is in the future: send the signal once it has passed", problems
+        )
+    return InvalidRequest(refusal.reason, problems)
 
 
 def _shorten(text: str, limit: int = 300) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def _identity_problems(error: DeliveryRefused) -> list[Problem]:
+def _problems(refusal: Refusal) -> list[Problem]:
     """One problem per field, rendered from the core's structure: what the field is for and
     what is wrong with it (the message may quote the sender's own value: kept short)."""
     problems = [
         Problem("body" if p.role is FieldRole.PAYLOAD else p.field, _shorten(p.explain()))
-        for p in error.problems
+        for p in refusal.problems
     ]
-    return problems or [Problem("body", _shorten(error.describe()))]
+    return problems or [Problem("body", _shorten(refusal.detail))]
 
 
 def _json(

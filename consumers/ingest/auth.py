@@ -39,7 +39,6 @@ from consumers.ingest.errors import Unauthorized
 from schemas.events import WorkflowRevised
 
 SIGNATURE_HEADER = "X-Sluicegate-Signature"
-TOKEN_FIELD = "token"
 
 SCHEME = "v2"
 RETIRED_SCHEMES = ("v1",)

@@ -12,10 +12,9 @@ Accepted, by ``Content-Type`` (UTF-8 only):
   separator in it is written in double quotes (``note="two words"``, with ``\\"`` and ``\\\\``
   escapes). Values of text bodies are strings; a key given twice is refused.
 
-Keys are then matched to the workflow's declared field names: a key that is not exactly a
-declared name but equals one ignoring case and ``-``/space versus ``_`` (``Instrument``,
-``candle-open``) is renamed to it, unless the exact name is present too. Nothing else is
-renamed, dropped or converted here; the workflow's identity rules decide what is required.
+What happens next is every front door's intake (:func:`streams.core.intake.intake`): the
+``token`` field removed, near-miss keys mapped to the workflow's field names, the identity
+read. Nothing is renamed, dropped or converted here.
 
 Every refusal is a :class:`~consumers.ingest.errors.RequestRefused` whose messages never
 quote the body (it may hold a token).
@@ -24,16 +23,11 @@ quote the body (it may hold a token).
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
 
 import orjson
 
 from consumers.ingest.errors import InvalidBody, Problem, UnsupportedMediaType
-from schemas.events import WorkflowRevised
-from streams.adapters.deliveries import DuplicateKey, TooDeep, parse_json_object
-from streams.core.workflow import CANDLE_CLOSE, CANDLE_OPEN_FIELD, INTERVAL_FIELD
-
-REPEATED_KEY = "given more than once (JSON parsers disagree on which value counts)"
+from streams.core.intake import REPEATED, DuplicateKey, TooDeep, parse_json_object
 
 JSON = "json"
 TEXT = "text"
@@ -94,7 +88,7 @@ def _json_object(raw: bytes) -> dict[str, object]:
         ) from None
     except DuplicateKey as e:
         raise InvalidBody(
-            "the body gives a key more than once", [Problem(e.path, REPEATED_KEY)]
+            "the body gives a key more than once", [Problem(e.path, REPEATED)]
         ) from None
     except TooDeep:
         raise InvalidBody(
@@ -182,44 +176,3 @@ def _quoted(text: str, i: int) -> tuple[str, int, bool]:
             out.append(ch)
             i += 1
     return "".join(out), i, False
-
-
-def declared_fields(workflow: WorkflowRevised) -> tuple[str, ...]:
-    """Every payload field name the workflow refers to, plus ``source``."""
-    names: list[str] = ["source"]
-    if workflow.identity_event_id_field:
-        names.append(workflow.identity_event_id_field)
-    names.extend(workflow.identity_derived_fields)
-    names.extend(workflow.immutable_fields)
-    if workflow.validity_source_time == CANDLE_CLOSE:
-        names.extend((CANDLE_OPEN_FIELD, INTERVAL_FIELD))
-    else:
-        names.append(workflow.validity_source_time)
-    names.extend(workflow.scope_fields)
-    if workflow.scope_sequence_field:
-        names.append(workflow.scope_sequence_field)
-    return tuple(dict.fromkeys(n for n in names if n))
-
-
-def _normal(name: str) -> str:
-    return name.strip().lower().replace("-", "_").replace(" ", "_")
-
-
-def map_fields(payload: dict[str, object], declared: Iterable[str]) -> dict[str, object]:
-    """``payload`` with near-miss keys renamed to the declared names (see the module doc)."""
-    by_normal: dict[str, str] = {}
-    for name in declared:
-        by_normal.setdefault(_normal(name), name)
-    mapped: dict[str, object] = {}
-    renamed: dict[str, object] = {}
-    for key, value in payload.items():
-        target = by_normal.get(_normal(key))
-        if target is None or target == key:
-            mapped[key] = value
-        elif target in payload or target in renamed:
-            # The exact name, or an earlier near miss, already supplies this field.
-            mapped[key] = value
-        else:
-            renamed[target] = value
-    mapped.update(renamed)
-    return mapped

@@ -12,18 +12,12 @@ import orjson
 
 from schemas.commands import AdmitDelivery
 from sluicegate.errors import SluicegateError
-from streams.adapters.deliveries import (
-    ENVIRONMENTS,
-    DeliveryProducer,
-    DuplicateKey,
-    TooDeep,
-    build_delivery,
-    new_delivery_id,
-    parse_json_object,
-)
+from streams.adapters.deliveries import DeliveryProducer, new_delivery_id
 from streams.adapters.workflow_table import WorkflowTable
-from streams.core.errors import DeliveryRefused
+from streams.core.errors import Refusal
+from streams.core.intake import DuplicateKey, TooDeep, intake, parse_json_object
 from streams.core.refusals import bad_delivery_id
+from streams.core.workflow import ENVIRONMENTS
 from streams.engine.processor import wall_clock_ms
 from streams.settings import Settings, load_settings
 
@@ -92,20 +86,18 @@ def _publish_lines(
 def _delivery_from_line(table: WorkflowTable, line: str) -> AdmitDelivery:
     """The ``AdmitDelivery`` for one JSON line; ``ValueError`` says why there is none.
 
-    Refused, like the webhook refuses them: not a JSON object, a key given twice, an unknown
-    destination, and whatever admission would reject for the payload alone (each problem
-    named with its field and role, e.g. ``missing_identity_fields: decision-scope field
-    account: missing``).
+    The line is the delivery plus ``subscription``, ``environment`` and optionally
+    ``delivery_id``; the rest goes through the intake every front door takes
+    (:func:`streams.core.intake.intake`). Refused, like the webhook refuses them: not a JSON
+    object, a key given twice, an unknown destination, and whatever admission would reject
+    for the payload alone (each problem named with its field and role, e.g.
+    ``missing_identity_fields: decision-scope field account: missing``).
     """
     try:
         body = parse_json_object(line)
     except orjson.JSONDecodeError as e:
         raise ValueError(f"not JSON ({e})") from e
-    except DuplicateKey as e:
-        raise ValueError(
-            f"{e.path}: given more than once (JSON parsers disagree on which value counts)"
-        ) from e
-    except TooDeep as e:
+    except (DuplicateKey, TooDeep) as e:
         raise ValueError(str(e)) from e
     if not isinstance(body, dict):
         raise ValueError("not a JSON object")
@@ -127,14 +119,11 @@ def _delivery_from_line(table: WorkflowTable, line: str) -> AdmitDelivery:
             f"unknown subscription {subscription}/{environment} "
             "(apply its workflow first: sluicegate workflows apply FILE)"
         )
-    try:
-        return build_delivery(
-            workflow,
-            body,
-            delivery_id=delivery_id,
-            received_at_ms=wall_clock_ms(),
-            channel="publish",
-        )
-    except DeliveryRefused as e:
-        problems = "; ".join(p.describe() for p in e.problems) or e.describe()
-        raise ValueError(f"{e.reason}: {problems}") from e
+    now = wall_clock_ms()
+    taken = intake(
+        body, workflow, delivery_id=delivery_id, received_at_ms=now, channel="publish", now_ms=now
+    )
+    if isinstance(taken, Refusal):
+        problems = "; ".join(p.describe() for p in taken.problems) or taken.detail
+        raise ValueError(f"{taken.reason}: {problems}")
+    return taken

@@ -8,10 +8,10 @@ says in its docstring what an operator should do about it.
 The admission decisions themselves (:func:`streams.core.admission.decide`) do not raise for
 bad *deliveries*: a delivery that cannot be admitted becomes a ``DeliveryRejected`` event.
 Exceptions are reserved for bad configuration (:class:`WorkflowFileError`,
-:class:`IdentityChanged`), values handed to the parsing helpers (:class:`InvalidValue`), the
-front doors' early refusals (:class:`DeliveryRefused`, :class:`IdentityError`), and histories
-that contradict themselves (:class:`IllegalTransition`, :class:`InconsistentHistory`,
-:class:`StateFormatError`).
+:class:`IdentityChanged`), values handed to the parsing helpers (:class:`InvalidValue`), a
+payload whose identity cannot be read (:class:`IdentityError`, which the front doors' intake
+turns into a :class:`Refusal`), and histories that contradict themselves
+(:class:`IllegalTransition`, :class:`InconsistentHistory`, :class:`StateFormatError`).
 """
 
 from __future__ import annotations
@@ -193,28 +193,23 @@ class FieldProblem:
         return f"{self.label} {self.field}: {self.message}"
 
 
-class DeliveryRefused(CoreError):
-    """A delivery that cannot become a run: ``reason`` (a ``DeliveryRejected`` reason) and
-    the ``problems``, each naming its field and role.
+@dataclass(frozen=True)
+class Refusal:
+    """Why a delivery cannot become a run: ``reason`` (a ``DeliveryRejected`` reason), the
+    ``problems`` (each naming its field, its role and what is wrong) and ``detail``, one line
+    for logs and ``DeliveryRejected.detail``.
 
-    Raised by the front doors' pure checks (:func:`streams.adapters.deliveries.build_delivery`) so
-    that they refuse, and produce nothing for, what admission would reject; the processor
-    turns the same findings into ``DeliveryRejected`` events. The sender must fix the
-    payload (or its clock).
+    The front doors get one from :func:`streams.core.intake.intake` and refuse the delivery
+    with it, producing nothing; the processor turns the same findings into
+    ``DeliveryRejected``. The sender must fix the payload (or its clock).
     """
 
-    def __init__(self, reason: str, problems: Iterable[FieldProblem], detail: str = "") -> None:
-        self.reason = reason
-        self.problems: tuple[FieldProblem, ...] = tuple(problems)
-        self.detail = detail or "; ".join(p.describe() for p in self.problems) or reason
-        super().__init__(self.describe())
-
-    def describe(self) -> str:
-        """One line for logs and ``DeliveryRejected.detail``."""
-        return self.detail
+    reason: str
+    problems: tuple[FieldProblem, ...]
+    detail: str
 
 
-class IdentityError(DeliveryRefused):
+class IdentityError(CoreError):
     """A delivery's identity, source time, scope, sequence or content cannot be read.
 
     ``problems`` lists *every* missing and invalid field with its role (the reader never
@@ -226,10 +221,23 @@ class IdentityError(DeliveryRefused):
 
     def __init__(self, problems: Iterable[FieldProblem]) -> None:
         listed = tuple(problems)
-        missing = any(p.missing for p in listed)
-        super().__init__(
-            REJECT_MISSING_FIELDS if missing else REJECT_INVALID_FIELD, listed, _describe(listed)
-        )
+        reason = REJECT_MISSING_FIELDS if any(p.missing for p in listed) else REJECT_INVALID_FIELD
+        self.refusal = Refusal(reason, listed, _describe(listed))
+        super().__init__(self.refusal.detail)
+
+    @property
+    def reason(self) -> str:
+        """``missing_identity_fields`` or ``invalid_field``."""
+        return self.refusal.reason
+
+    @property
+    def problems(self) -> tuple[FieldProblem, ...]:
+        """Every missing or unreadable field, in reading order."""
+        return self.refusal.problems
+
+    def describe(self) -> str:
+        """One line for logs and ``DeliveryRejected.detail``."""
+        return self.refusal.detail
 
     @property
     def missing(self) -> tuple[str, ...]:

@@ -1,7 +1,7 @@
 """What a first delivery is refused for beyond its identity: the admission bounds on content.
 
 Pure functions shared by the processor (:func:`streams.core.admission.decide`, with its
-clock) and the front doors (:func:`streams.adapters.deliveries.build_delivery`, with theirs), so the
+clock) and the front doors' intake (:func:`streams.core.intake.intake`, with theirs), so the
 webhook and ``sluicegate publish`` refuse early, with the same reasons and the same field
 names, what admission would reject:
 
@@ -18,14 +18,14 @@ from __future__ import annotations
 
 from schemas.events import WorkflowRevised
 from streams.core.durations import format_duration, format_time
-from streams.core.errors import DeliveryRefused, FieldProblem, FieldRole
+from streams.core.errors import FieldProblem, FieldRole, Refusal
 from streams.core.fields import CANDLE_CLOSE, CANDLE_OPEN_FIELD
 from streams.core.identity import Occurrence
 from streams.core.limits import MAX_ID_CHARS, MAX_PAYLOAD_BYTES
 from streams.core.reasons import REJECT_PAYLOAD_TOO_LARGE, REJECT_SOURCE_TIME_IN_FUTURE
 
 
-def payload_refusal(payload_json: str) -> DeliveryRefused | None:
+def payload_refusal(payload_json: str) -> Refusal | None:
     """``payload_too_large`` when ``payload_json`` is over :data:`MAX_PAYLOAD_BYTES`."""
     # Characters never outnumber UTF-8 bytes, so most payloads need no encoding to decide.
     if len(payload_json) <= MAX_PAYLOAD_BYTES // 4:
@@ -36,16 +36,14 @@ def payload_refusal(payload_json: str) -> DeliveryRefused | None:
     message = (
         f"is {size} bytes as canonical JSON; admission keeps at most {MAX_PAYLOAD_BYTES} bytes"
     )
-    return DeliveryRefused(
+    return Refusal(
         REJECT_PAYLOAD_TOO_LARGE,
-        [FieldProblem("payload", FieldRole.PAYLOAD, message)],
+        (FieldProblem("payload", FieldRole.PAYLOAD, message),),
         f"the payload {message}: send less (large content belongs in a referenced store)",
     )
 
 
-def future_refusal(
-    workflow: WorkflowRevised, occurrence: Occurrence, now: int
-) -> DeliveryRefused | None:
+def future_refusal(workflow: WorkflowRevised, occurrence: Occurrence, now: int) -> Refusal | None:
     """``source_time_in_future`` when the source time is later than ``now + clock_uncertainty``."""
     latest = now + workflow.clock_uncertainty_ms
     if occurrence.source_time_ms <= latest:
@@ -58,17 +56,15 @@ def future_refusal(
         f"({format_time(now)}) plus the clock uncertainty "
         f"{format_duration(workflow.clock_uncertainty_ms)}"
     )
-    return DeliveryRefused(
+    return Refusal(
         REJECT_SOURCE_TIME_IN_FUTURE,
-        [FieldProblem(field, FieldRole.SOURCE_TIME, message)],
+        (FieldProblem(field, FieldRole.SOURCE_TIME, message),),
         f"{message}: a sender cannot extend its own validity; send the signal once its "
         "source time has passed, or correct the sender's clock",
     )
 
 
-def check_delivery(
-    workflow: WorkflowRevised, occurrence: Occurrence, now: int
-) -> DeliveryRefused | None:
+def check_delivery(workflow: WorkflowRevised, occurrence: Occurrence, now: int) -> Refusal | None:
     """What admission would reject a first delivery of ``occurrence`` for at ``now``, beyond
     its identity: a payload too large, a source time in the future. ``None`` if neither.
 

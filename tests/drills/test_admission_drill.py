@@ -27,9 +27,9 @@ from projections.projector import Projector
 from projections.testing import cleanup
 from schemas.codec import decode
 from schemas.events import BranchLaunched, RunAdmitted
-from streams.adapters.deliveries import DeliveryProducer, build_delivery
+from streams.adapters.deliveries import DeliveryProducer
 from streams.settings import Settings
-from tests.admission_harness import OUTCOMES, AdmissionHarness, candle
+from tests.admission_harness import OUTCOMES, AdmissionHarness, candle, delivery_for
 from tests.kafka_helpers import read_topic, wait_until
 
 pytestmark = pytest.mark.drill
@@ -123,7 +123,7 @@ class Stream:
         producer = DeliveryProducer(self.harness.settings, client_id="drill")
         started = time.monotonic()
         for n, body in enumerate(self.bodies):
-            delivery = build_delivery(
+            delivery = delivery_for(
                 workflow,
                 body,
                 delivery_id=f"d-{n:06d}",

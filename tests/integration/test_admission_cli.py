@@ -165,3 +165,23 @@ def test_publish_refuses_what_admission_would_reject_naming_the_field(settings: 
     assert sorted(errors) == [1, 2, 3, 4, 5, 6]
     assert [json.loads(line)["line"] for line in result.stdout.splitlines()] == [7]
     assert len(read_topic(settings, settings.topic_named("deliveries"))) == 1
+
+
+def test_publish_takes_the_intake_the_webhook_takes(settings: Settings) -> None:
+    """A near-miss field name is mapped and the reserved ``token`` field removed, as the
+    webhook does: the line becomes the delivery the webhook would have produced."""
+    assert sluicegate(settings, "workflows", "apply", str(EXAMPLE_WORKFLOW)).returncode == 0
+    clean = dict(candle(), subscription="btc-breakout", environment="paper")
+    near_miss = {("Instrument" if k == "instrument" else k): v for k, v in clean.items()}
+    lines = [json.dumps(clean), json.dumps(dict(near_miss, token="not-for-kafka"))]
+    result = sluicegate(settings, "publish", "--json", stdin="\n".join(lines) + "\n")
+    assert result.returncode == 0, result.stderr
+    produced = [
+        decode(m.value() or b"") for m in read_topic(settings, settings.topic_named("deliveries"))
+    ]
+    assert len(produced) == 2
+    by_id = {d.delivery_id: d for d in produced if isinstance(d, AdmitDelivery)}
+    first, second = (by_id[json.loads(line)["delivery_id"]] for line in result.stdout.splitlines())
+    assert second.admission_key == first.admission_key
+    assert second.payload_json == first.payload_json
+    assert "token" not in json.loads(second.payload_json)

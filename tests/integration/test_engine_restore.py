@@ -19,7 +19,7 @@ from confluent_kafka.admin import AdminClient
 
 from schemas.codec import encode
 from schemas.events import DeliveryDeduplicated, RunAdmitted
-from streams.adapters.deliveries import build_delivery, new_delivery_id
+from streams.adapters.deliveries import new_delivery_id
 from streams.adapters.workflow_table import WorkflowTable
 from streams.apps.admission import AdmissionApp
 from streams.core import admission
@@ -27,7 +27,7 @@ from streams.core.admission import Admit
 from streams.core.state_codec import encode_state
 from streams.engine.processor import Processor
 from streams.engine.store import state_key, timer_key
-from tests.admission_harness import AdmissionHarness, candle
+from tests.admission_harness import AdmissionHarness, candle, delivery_for
 from tests.engine_toy import Running
 from tests.kafka_helpers import read_topic, wait_until
 
@@ -71,7 +71,7 @@ def test_a_copy_after_the_previous_owners_last_transaction_is_a_duplicate(
     settings = harness.settings
     workflow = harness.table.lookup("btc-breakout", "paper")
     assert workflow is not None
-    delivery = build_delivery(
+    delivery = delivery_for(
         workflow,
         candle(),
         delivery_id=new_delivery_id(),

@@ -23,12 +23,12 @@ from confluent_kafka.cimpl import NewPartitions
 
 from schemas.commands import AdmitDelivery
 from schemas.events import DeliveryDeduplicated, RunAdmitted
-from streams.adapters.deliveries import DeliveryProducer, build_delivery, new_delivery_id
+from streams.adapters.deliveries import DeliveryProducer, new_delivery_id
 from streams.adapters.workflow_table import WorkflowTable
 from streams.apps.admission import AdmissionApp
 from streams.engine.processor import Processor
 from streams.kafka.topics import TopicError, ensure_topics
-from tests.admission_harness import AdmissionHarness, Outcomes, candle
+from tests.admission_harness import AdmissionHarness, Outcomes, candle, delivery_for
 from tests.engine_toy import Running
 from tests.kafka_helpers import unique_settings, wait_until
 
@@ -71,7 +71,7 @@ def publish_fresh(harness: AdmissionHarness) -> list[AdmitDelivery]:
     producer = DeliveryProducer(harness.settings, client_id="fresh")
     sent = []
     for body in bodies():
-        delivery = build_delivery(
+        delivery = delivery_for(
             workflow,
             body,
             delivery_id=new_delivery_id(),

@@ -10,15 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from consumers.ingest.errors import InvalidBody, UnsupportedMediaType
-from consumers.ingest.parsing import (
-    JSON,
-    TEXT,
-    body_kind,
-    declared_fields,
-    map_fields,
-    parse_body,
-    parse_pairs,
-)
+from consumers.ingest.parsing import JSON, TEXT, body_kind, parse_body, parse_pairs
+from streams.core.intake import declared_fields, map_fields
 from tests.unit.test_ingest_auth import workflow
 
 

@@ -42,7 +42,7 @@ def decide_admit(state: OccurrenceState | None, command: Admit, now: int) -> lis
 
     too_large = payload_refusal(delivery.payload_json)
     if too_large is not None:
-        return reject(delivery, too_large.reason, too_large.describe(), now)
+        return reject(delivery, too_large.reason, too_large.detail, now)
     bad_id = bad_delivery_id(delivery.delivery_id)
     if bad_id is not None:
         return reject(delivery, REJECT_INVALID_FIELD, bad_id, now)
@@ -70,7 +70,7 @@ def decide_admit(state: OccurrenceState | None, command: Admit, now: int) -> lis
 
     in_future = future_refusal(workflow, occurrence, now)
     if in_future is not None:
-        return reject(delivery, in_future.reason, in_future.describe(), now)
+        return reject(delivery, in_future.reason, in_future.detail, now)
     retention = smallest_retention(workflow, occurrence.source_time_ms, now)
     if occurrence.source_time_ms < now - retention:
         changed = "" if retention == workflow.retention_ms else " (the smallest in effect since)"
