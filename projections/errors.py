@@ -15,7 +15,7 @@ class ProjectionUnavailable(ProjectionError):
     """The read model cannot be read: PostgreSQL is unreachable or the schema is missing."""
 
 
-class NotFound(ProjectionError):
+class NotInProjection(ProjectionError):
     """A run, occurrence or delivery is not in the projection (yet)."""
 
     def __init__(self, what: str, ident: str, hint: str) -> None:

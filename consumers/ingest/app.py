@@ -68,11 +68,11 @@ from consumers.ingest.errors import (
     InvalidRequest,
     MethodNotAllowed,
     MissingIdentityFields,
-    NotFound,
     PayloadTooLarge,
     Problem,
     RequestRefused,
     RequestTimeout,
+    RouteNotFound,
     SourceTimeInFuture,
     Unauthorized,
     UnsupportedMediaType,
@@ -383,7 +383,7 @@ def error_response(error: RequestRefused) -> web.Response:
 def _refusal_for(exc: web.HTTPException) -> RequestRefused:
     # aiohttp's own refusals (no route, wrong method, its parser limits) get our shape.
     if exc.status == 404:
-        return NotFound("no such resource: see the HTTP section of the README")
+        return RouteNotFound("no such resource: see the HTTP section of the README")
     if exc.status == 405:
         allowed = sorted(getattr(exc, "allowed_methods", ()) or ())
         refusal: RequestRefused = MethodNotAllowed(

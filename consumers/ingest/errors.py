@@ -78,7 +78,7 @@ class BadRequest(RequestRefused):
     code = "bad_request"
 
 
-class NotFound(RequestRefused):
+class RouteNotFound(RequestRefused):
     """No such route (an unknown destination is :class:`Unauthorized`, never a 404)."""
 
     status = 404
@@ -167,8 +167,11 @@ class SourceTimeInFuture(InvalidRequest):
     code = "source_time_in_future"
 
 
-class KafkaUnavailable(RequestRefused):
-    """Kafka did not acknowledge in time (or could not be asked); the sender should retry.
+class BrokerUnavailable(RequestRefused):
+    """The answer when Kafka did not acknowledge in time (or could not be asked): 503, code
+    ``kafka_unavailable``; the sender should retry. When the cause was the streams package's
+    :class:`streams.errors.KafkaUnavailable` (the workflow table could not be read), that error
+    is its ``__cause__``.
 
     The delivery may still be written after this answer: a librdkafka message cannot be
     recalled once queued. That is safe because the sender's retry is a new delivery of the

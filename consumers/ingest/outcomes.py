@@ -39,7 +39,7 @@ from streams.settings import Settings
 log = logging.getLogger("sluicegate.ingest.outcomes")
 
 ADMITTED = "admitted"
-DUPLICATE = "duplicate"
+DEDUPLICATED = "deduplicated"
 CONFLICT = "conflict"
 REJECTED = "rejected"
 PENDING = "pending"
@@ -47,7 +47,9 @@ PENDING = "pending"
 
 @dataclass(frozen=True)
 class Outcome:
-    """What admission decided for one delivery."""
+    """What admission decided for one delivery, in the projection's words: ``admitted``,
+    ``deduplicated`` (``DeliveryDeduplicated``: a copy, answered with the original run),
+    ``conflict`` or ``rejected``. ``duplicate`` in the answer is true for a copy."""
 
     outcome: str
     run_id: str | None
@@ -57,7 +59,7 @@ class Outcome:
         return {
             "outcome": self.outcome,
             "run_id": self.run_id,
-            "duplicate": self.outcome == DUPLICATE,
+            "duplicate": self.outcome == DEDUPLICATED,
             "reason": self.reason,
         }
 
@@ -67,7 +69,7 @@ def outcome_of(record: object) -> tuple[str, Outcome] | None:
     if isinstance(record, RunAdmitted):
         return record.delivery_id, Outcome(ADMITTED, record.run_id)
     if isinstance(record, DeliveryDeduplicated):
-        return record.delivery_id, Outcome(DUPLICATE, record.run_id, record.reason)
+        return record.delivery_id, Outcome(DEDUPLICATED, record.run_id, record.reason)
     if isinstance(record, OccurrenceConflict):
         return record.delivery_id, Outcome(CONFLICT, record.run_id, "content_differs")
     if isinstance(record, DeliveryRejected):

@@ -8,7 +8,7 @@ the event loop thread: it only enqueues, and librdkafka's queueing is thread-saf
 Guarantee of :meth:`AsyncDeliveryProducer.send`: when it returns, the delivery was
 acknowledged by all in-sync replicas through the idempotent producer of
 :func:`streams.adapters.deliveries.delivery_producer` (no duplicate from producer retries). When it
-raises :class:`~consumers.ingest.errors.KafkaUnavailable`, the delivery was *not confirmed*:
+raises :class:`~consumers.ingest.errors.BrokerUnavailable`, the delivery was *not confirmed*:
 it may still be written later (a queued message cannot be recalled), which is harmless
 because the sender's retry is deduplicated by admission.
 """
@@ -23,7 +23,7 @@ import time
 
 from confluent_kafka import KafkaError, KafkaException, Message
 
-from consumers.ingest.errors import KafkaUnavailable
+from consumers.ingest.errors import BrokerUnavailable
 from schemas.codec import encode
 from schemas.commands import AdmitDelivery
 from schemas.topics import DELIVERIES
@@ -71,10 +71,10 @@ class AsyncDeliveryProducer:
             self._producer.poll(0.05)
 
     async def send(self, delivery: AdmitDelivery, timeout_s: float) -> None:
-        """Produce ``delivery``; return once acknowledged, else :class:`KafkaUnavailable`."""
+        """Produce ``delivery``; return once acknowledged, else :class:`BrokerUnavailable`."""
         loop = asyncio.get_running_loop()
         if self.fatal is not None:
-            raise KafkaUnavailable(
+            raise BrokerUnavailable(
                 f"the ingest producer hit a fatal Kafka error ({self.fatal}); restart ingest",
                 headers={"Retry-After": "5"},
             )
@@ -94,22 +94,22 @@ class AsyncDeliveryProducer:
                 on_delivery=report,
             )
         except BufferError:
-            raise KafkaUnavailable(
+            raise BrokerUnavailable(
                 "too many deliveries are waiting for Kafka; retry shortly"
             ) from None
         except KafkaException as e:
-            raise KafkaUnavailable(f"Kafka refused the delivery: {e.args[0].str()}") from None
+            raise BrokerUnavailable(f"Kafka refused the delivery: {e.args[0].str()}") from None
         try:
             err = await asyncio.wait_for(asyncio.shield(acked), timeout_s)
         except TimeoutError:
-            raise KafkaUnavailable(
+            raise BrokerUnavailable(
                 f"Kafka did not acknowledge the delivery within {timeout_s:.1f} s; retry"
             ) from None
         if err is not None:
             if err.fatal():
                 self.fatal = err.str()
                 log.error("fatal producer error: %s", err.str())
-            raise KafkaUnavailable(f"Kafka did not accept the delivery: {err.str()}")
+            raise BrokerUnavailable(f"Kafka did not accept the delivery: {err.str()}")
 
     def reachable(self, timeout_s: float) -> bool:
         """Blocking: whether the broker answers and the deliveries topic exists."""

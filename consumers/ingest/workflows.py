@@ -25,7 +25,7 @@ import logging
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-from consumers.ingest.errors import KafkaUnavailable
+from consumers.ingest.errors import BrokerUnavailable
 from schemas.events import WorkflowRevised
 from streams.adapters.workflow_table import WorkflowTable
 
@@ -76,7 +76,8 @@ class WorkflowDirectory:
     ) -> WorkflowRevised | None:
         """The current revision for the destination, or ``None`` if none is applied.
 
-        Raises :class:`~consumers.ingest.errors.KafkaUnavailable` when an unknown destination
+        Raises :class:`~consumers.ingest.errors.BrokerUnavailable` (caused by the table's
+        :class:`~streams.errors.KafkaUnavailable`, if it raised one) when an unknown destination
         cannot be confirmed unknown within ``timeout_s`` (no recent enough snapshot, and the
         table could not be read).
         """
@@ -94,17 +95,17 @@ class WorkflowDirectory:
         try:
             await asyncio.wait_for(asyncio.shield(pending), max(timeout_s, 0.0))
         except TimeoutError:
-            raise KafkaUnavailable(
+            raise BrokerUnavailable(
                 "the workflow table could not be read from Kafka in time; retry",
                 headers={"Retry-After": "2"},
                 detail=f"no workflow catch-up finished within {timeout_s:g} s",
             ) from None
         except Exception as e:
-            raise KafkaUnavailable(
+            raise BrokerUnavailable(
                 "the workflow table could not be read from Kafka; retry",
                 headers={"Retry-After": "2"},
                 detail=f"workflow table catch-up failed: {e}",
-            ) from None
+            ) from e
         return self._snapshot.get((subscription, environment))
 
     def refresh(self) -> asyncio.Future[None]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from projections import queries
-from projections.errors import NotFound
+from projections.errors import NotInProjection
 from sluicegate.output import clip, print_json, print_pairs, print_table
 from streams.settings import load_settings
 
@@ -24,7 +24,7 @@ def cmd_occurrences_show(args: argparse.Namespace) -> int:
     with queries.reader(settings) as (conn, schema):
         found = queries.get_occurrence(conn, schema, args.key)
     if found is None:
-        raise NotFound("occurrence or delivery", args.key, queries.PROJECTOR_HINT)
+        raise NotInProjection("occurrence or delivery", args.key, queries.PROJECTOR_HINT)
     if args.json:
         print_json(found)
         return 0

@@ -16,7 +16,7 @@ from typing import Any
 from confluent_kafka import KafkaException
 
 from projections import queries
-from projections.errors import NotFound, ProjectionError
+from projections.errors import NotInProjection, ProjectionError
 from schemas.codec import encode
 from schemas.commands import AuthorizeRerun
 from schemas.topics import DELIVERIES
@@ -55,7 +55,7 @@ def cmd_runs_show(args: argparse.Namespace) -> int:
     with queries.reader(settings) as (conn, schema):
         run = queries.get_run(conn, schema, args.run_id)
     if run is None:
-        raise NotFound("run", args.run_id, queries.PROJECTOR_HINT)
+        raise NotInProjection("run", args.run_id, queries.PROJECTOR_HINT)
     if args.json:
         print_json(run)
         return 0
@@ -136,7 +136,7 @@ def cmd_runs_timeline(args: argparse.Namespace) -> int:
     with queries.reader(settings) as (conn, schema):
         events = queries.get_timeline(conn, schema, args.run_id)
     if events is None:
-        raise NotFound("run", args.run_id, queries.PROJECTOR_HINT)
+        raise NotInProjection("run", args.run_id, queries.PROJECTOR_HINT)
     if args.json:
         for event in events:
             print_json(event)
@@ -163,7 +163,7 @@ def cmd_runs_rerun(args: argparse.Namespace) -> int:
     with queries.reader(settings) as (conn, schema):
         key = queries.run_admission_key(conn, schema, args.run_id)
     if key is None:
-        raise NotFound("run", args.run_id, queries.PROJECTOR_HINT)
+        raise NotInProjection("run", args.run_id, queries.PROJECTOR_HINT)
     request = AuthorizeRerun(
         request_id=uuid.uuid4().hex,
         admission_key=key,

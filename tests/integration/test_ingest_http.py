@@ -218,7 +218,7 @@ def test_wait_returns_admission_outcomes_from_the_processor(tmp_path: Path) -> N
     assert (s1, s2, s3) == (200, 200, 200), answers
     assert first["outcome"] == "admitted" and first["duplicate"] is False
     assert first["run_id"].startswith("run-")
-    assert again["outcome"] == "duplicate" and again["duplicate"] is True
+    assert again["outcome"] == "deduplicated" and again["duplicate"] is True
     assert again["run_id"] == first["run_id"]
     assert again["reason"] == "in_flight"
     assert conflict["outcome"] == "conflict"

@@ -21,7 +21,7 @@ from aiohttp.test_utils import TestClient, TestServer
 
 from consumers.ingest.app import create_app
 from consumers.ingest.auth import sign
-from consumers.ingest.errors import IngestSettingsError, KafkaUnavailable
+from consumers.ingest.errors import BrokerUnavailable, IngestSettingsError
 from consumers.ingest.outcomes import Outcome
 from consumers.ingest.settings import IngestSettings, parse_duration_s
 from schemas.commands import AdmitDelivery
@@ -354,7 +354,7 @@ def test_a_signed_request_refused_by_kafka_may_be_repeated() -> None:
 
     async def scenario(h: Harness) -> None:
         header = signed_for(secret, NOW_MS // 1000)
-        h.sink.fail = KafkaUnavailable("down", headers={"Retry-After": "2"})
+        h.sink.fail = BrokerUnavailable("down", headers={"Retry-After": "2"})
         status, body, headers = await post(h, path="/v1/hooks/signed", headers=header)
         assert status == 503
         assert_error(body, "kafka_unavailable")
@@ -508,7 +508,7 @@ def test_bodies_over_the_limit_are_413_with_or_without_content_length() -> None:
 
 def test_kafka_not_acknowledging_is_503_with_retry_after() -> None:
     async def scenario(h: Harness) -> None:
-        h.sink.fail = KafkaUnavailable("no ack", headers={"Retry-After": "2"})
+        h.sink.fail = BrokerUnavailable("no ack", headers={"Retry-After": "2"})
         status, body, headers = await post(h)
         assert status == 503
         assert_error(body, "kafka_unavailable")
@@ -521,7 +521,7 @@ def test_kafka_not_acknowledging_is_503_with_retry_after() -> None:
 
 def test_workflow_table_unreadable_is_503() -> None:
     async def scenario(h: Harness) -> None:
-        h.directory.fail = KafkaUnavailable("table", headers={"Retry-After": "2"})
+        h.directory.fail = BrokerUnavailable("table", headers={"Retry-After": "2"})
         status, body, _ = await post(h)
         assert status == 503
         assert_error(body, "kafka_unavailable")
@@ -548,10 +548,10 @@ def test_a_fault_after_the_ack_is_a_logged_500(caplog: pytest.LogCaptureFixture)
 
 def test_wait_returns_the_outcome_or_pending() -> None:
     async def scenario(h: Harness) -> None:
-        h.outcomes.answer = Outcome("duplicate", "run-abc", "in_flight")
+        h.outcomes.answer = Outcome("deduplicated", "run-abc", "in_flight")
         status, body, _ = await post(h, params={"wait": "2s"})
         assert status == 200
-        assert body["outcome"] == "duplicate"
+        assert body["outcome"] == "deduplicated"
         assert body["run_id"] == "run-abc"
         assert body["duplicate"] is True
         assert body["delivery_id"] == h.sink.sent[0].delivery_id
@@ -566,7 +566,7 @@ def test_wait_returns_the_outcome_or_pending() -> None:
 
 def test_no_waiter_is_left_behind_when_nothing_was_produced() -> None:
     async def scenario(h: Harness) -> None:
-        h.sink.fail = KafkaUnavailable("no ack")
+        h.sink.fail = BrokerUnavailable("no ack")
         status, _, _ = await post(h, params={"wait": "1s"})
         assert status == 503
         assert h.outcomes.waiting == {}
@@ -585,7 +585,7 @@ def test_health_and_readiness() -> None:
         async with h.client.get("/readyz") as response:
             assert response.status == 503
         h.directory.loaded = True
-        h.sink.fail = KafkaUnavailable("down")
+        h.sink.fail = BrokerUnavailable("down")
         async with h.client.get("/readyz") as response:
             assert response.status == 503
             assert (await response.json())["checks"]["kafka"] is False

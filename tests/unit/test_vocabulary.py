@@ -1,0 +1,56 @@
+"""One name per thing: the webhook's ``?wait=`` answer says what the read model says."""
+
+from __future__ import annotations
+
+from consumers.ingest.outcomes import outcome_of
+from projections.handlers import Source, project
+from schemas.events import (
+    DeliveryDeduplicated,
+    DeliveryRejected,
+    OccurrenceConflict,
+    RunAdmitted,
+)
+
+ADMITTED = RunAdmitted(
+    run_id="run-1",
+    admission_key="k",
+    delivery_id="d-1",
+    subscription="s",
+    environment="paper",
+    workflow_revision=1,
+    source="tradingview",
+    event_id=None,
+    content_digest="c",
+    source_time_ms=1,
+    expires_at_ms=2,
+    validity_source_time="candle_close",
+    validity_window_ms=1,
+    slots=("signal",),
+    scope_key=None,
+    sequence=None,
+    payload_json="{}",
+    rerun_number=0,
+    rerun_of=None,
+    rerun_reason=None,
+    admitted_at_ms=3,
+)
+OUTCOMES = (
+    ADMITTED,
+    DeliveryDeduplicated("d-2", "k", "run-1", "in_flight", 4, 5),
+    OccurrenceConflict("d-3", "k", "run-1", "c", "x", ("price",), 4, 5),
+    DeliveryRejected("d-4", "k", "s", "paper", "beyond_horizon", "old", 4, 5),
+)
+
+
+def test_the_wait_answer_and_the_projection_name_each_outcome_alike() -> None:
+    for event in OUTCOMES:
+        found = outcome_of(event)
+        assert found is not None
+        rows = [
+            row
+            for table, row in project(Source("runs", 0, 0), event)
+            if table == "delivery_outcomes"
+        ]
+        assert [found[1].outcome] == [row["outcome"] for row in rows], type(event).__name__
+    deduplicated = outcome_of(OUTCOMES[1])
+    assert deduplicated is not None and deduplicated[1].as_json()["outcome"] == "deduplicated"
