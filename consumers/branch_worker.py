@@ -1,9 +1,10 @@
 """The branch-worker SDK: take branch tasks, run a handler, report the result.
 
 A worker consumes ``tasks`` (``BranchLaunched`` / ``BranchRelaunched``) for the slots it
-serves and reports ``BranchStarted`` and then ``BranchCompleted``, ``BranchFailed`` or
-``BranchSkipped`` to ``branch-results``, keyed by admission key, so the report lands on the
-partition that holds its run.
+serves and reports ``ReportBranchStarted`` and then ``ReportBranchCompleted``,
+``ReportBranchFailed`` or ``ReportBranchSkipped`` to ``branch-results``, keyed by admission
+key, so the report lands on the partition that holds its run. These are claims: the processor
+accepts each once per (run, slot) and writes the fact (``BranchCompleted``, ...) to ``runs``.
 
 Guarantees and limits:
 
@@ -32,15 +33,14 @@ from confluent_kafka import KafkaException
 
 from consumers.errors import ConsumersError
 from schemas.codec import decode, encode
-from schemas.errors import SchemaError
-from schemas.events import (
-    BranchCompleted,
-    BranchFailed,
-    BranchLaunched,
-    BranchRelaunched,
-    BranchSkipped,
-    BranchStarted,
+from schemas.commands import (
+    ReportBranchCompleted,
+    ReportBranchFailed,
+    ReportBranchSkipped,
+    ReportBranchStarted,
 )
+from schemas.errors import SchemaError
+from schemas.events import BranchLaunched, BranchRelaunched
 from schemas.topics import BRANCH_RESULTS, TASKS
 from streams.kafka.clients import idempotent_producer, read_committed_consumer
 from streams.settings import Settings
@@ -79,6 +79,7 @@ class BranchError(ConsumersError):
 
 
 Handler = Callable[[Task], "dict[str, object] | Skip"]
+Report = ReportBranchStarted | ReportBranchCompleted | ReportBranchFailed | ReportBranchSkipped
 
 
 def _now_ms() -> int:
@@ -175,26 +176,30 @@ class BranchWorker:
         now = self.clock()
         checks_deadline = self.deadline_slots is None or task.slot in self.deadline_slots
         if checks_deadline and now + self.clock_uncertainty_ms >= task.expires_at_ms:
-            self._report(BranchSkipped(*who, EXPIRED_AT_DEQUEUE, now))
+            self._report(ReportBranchSkipped(*who, EXPIRED_AT_DEQUEUE, now))
             return
-        self._report(BranchStarted(*who, now))
+        self._report(ReportBranchStarted(*who, now))
         try:
             outcome = self.handler(task)
         except BranchError as e:
-            self._report(BranchFailed(*who, str(e), self.clock()))
+            self._report(ReportBranchFailed(*who, str(e), self.clock()))
             return
         except Exception as e:  # a handler bug fails the branch, not the worker
             log.exception("handler failed for %s/%s", task.run_id, task.slot)
-            self._report(BranchFailed(*who, f"{type(e).__name__}: {e}", self.clock()))
+            self._report(ReportBranchFailed(*who, f"{type(e).__name__}: {e}", self.clock()))
             return
         if isinstance(outcome, Skip):
-            self._report(BranchSkipped(*who, outcome.reason, self.clock()))
+            self._report(ReportBranchSkipped(*who, outcome.reason, self.clock()))
         else:
             result = orjson.dumps(outcome, option=orjson.OPT_SORT_KEYS).decode()
-            self._report(BranchCompleted(*who, result, self.clock()))
+            self._report(ReportBranchCompleted(*who, result, self.clock()))
 
     def _report(
-        self, event: BranchStarted | BranchCompleted | BranchFailed | BranchSkipped
+        self,
+        event: ReportBranchStarted
+        | ReportBranchCompleted
+        | ReportBranchFailed
+        | ReportBranchSkipped,
     ) -> None:
         while True:
             try:

@@ -26,6 +26,10 @@ from schemas.commands import (
     ExposureObserved,
     LookupAnswered,
     RecoverRun,
+    ReportBranchCompleted,
+    ReportBranchFailed,
+    ReportBranchSkipped,
+    ReportBranchStarted,
     ResolveHold,
     VenueAnswered,
 )
@@ -58,8 +62,9 @@ from schemas.events import (
 )
 from schemas.topics import RUNS
 
-# The topic whose branch reports count: the processor re-emits each accepted report there
-# once per (run, slot); the raw worker reports on branch-results only go to the event log.
+# The topic whose branch results count: the processor writes each accepted claim there once
+# per (run, slot). Records of the same classes on branch-results are workers' claims written
+# before 0.2.0; like today's ReportBranch* claims they only go to the event log.
 ACCEPTED_REPORTS_TOPIC = RUNS.name
 
 
@@ -413,6 +418,13 @@ def _report(source: Source, r: Any) -> list[RowOp]:
         ("branch_reports", report),
         _slot(source, r, status=kind, stage=stage, at_ms=at_ms, worker=r.worker, detail=detail),
     ]
+
+
+@handles(ReportBranchStarted, ReportBranchCompleted, ReportBranchFailed, ReportBranchSkipped)
+def _worker_claim(source: Source, r: object) -> list[RowOp]:
+    # A worker's claim reaches the event log (so a run's timeline shows what each worker said);
+    # the slot tables and counts come from the facts the processor accepted.
+    return []
 
 
 @handles(RerunRejected)

@@ -50,6 +50,64 @@ class AuthorizeRerun:
 
 
 @dataclass(frozen=True)
+class ReportBranchStarted:
+    """A branch worker's claim that it took the task for (run, slot, attempt).
+
+    Produced by the worker SDK to ``branch-results``; admission accepts it once (as
+    ``BranchStarted`` on ``runs``) or not at all (a finished slot, a stale attempt).
+    """
+
+    run_id: str
+    admission_key: str
+    slot: str
+    attempt: int
+    worker: str
+    started_at_ms: int
+
+
+@dataclass(frozen=True)
+class ReportBranchCompleted:
+    """A branch worker's claim that (run, slot, attempt) finished with a result; accepted once
+    per (run, slot) as ``BranchCompleted``."""
+
+    run_id: str
+    admission_key: str
+    slot: str
+    attempt: int
+    worker: str
+    result_json: str
+    completed_at_ms: int
+
+
+@dataclass(frozen=True)
+class ReportBranchFailed:
+    """A branch worker's claim that (run, slot, attempt) gave up with an error; accepted once
+    per (run, slot) as ``BranchFailed``."""
+
+    run_id: str
+    admission_key: str
+    slot: str
+    attempt: int
+    worker: str
+    error: str
+    failed_at_ms: int
+
+
+@dataclass(frozen=True)
+class ReportBranchSkipped:
+    """A branch worker's claim that (run, slot, attempt) decided not to act (e.g. expired at
+    dequeue); accepted once per (run, slot) as ``BranchSkipped``."""
+
+    run_id: str
+    admission_key: str
+    slot: str
+    attempt: int
+    worker: str
+    reason: str
+    skipped_at_ms: int
+
+
+@dataclass(frozen=True)
 class RecoverRun:
     """Recover a run: restore its checkpoint, consult its journal, reconcile, then continue.
 

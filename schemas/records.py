@@ -14,6 +14,10 @@ from schemas.commands import (
     ExposureObserved,
     LookupAnswered,
     RecoverRun,
+    ReportBranchCompleted,
+    ReportBranchFailed,
+    ReportBranchSkipped,
+    ReportBranchStarted,
     ResolveHold,
     VenueAnswered,
 )
@@ -92,6 +96,10 @@ Record = (
     | VenueAnswered
     | LookupAnswered
     | ExposureObserved
+    | ReportBranchStarted
+    | ReportBranchCompleted
+    | ReportBranchFailed
+    | ReportBranchSkipped
 )
 """Every record type of the contract: the events, then the commands."""
 

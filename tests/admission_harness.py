@@ -13,9 +13,8 @@ from typing import Any
 from confluent_kafka import Producer
 
 from schemas.codec import decode, encode
-from schemas.commands import AdmitDelivery, AuthorizeRerun
+from schemas.commands import AdmitDelivery, AuthorizeRerun, ReportBranchCompleted
 from schemas.events import (
-    BranchCompleted,
     BranchLaunched,
     BranchRelaunched,
     DeliveryDeduplicated,
@@ -185,8 +184,8 @@ class AdmissionHarness:
         )
         assert self._raw.flush(10) == 0
 
-    def complete(self, launched: BranchLaunched | BranchRelaunched) -> BranchCompleted:
-        done = BranchCompleted(
+    def complete(self, launched: BranchLaunched | BranchRelaunched) -> ReportBranchCompleted:
+        done = ReportBranchCompleted(
             run_id=launched.run_id,
             admission_key=launched.admission_key,
             slot=launched.slot,

@@ -1,9 +1,11 @@
 """Branch events: the slots a run fans out to, and each slot's accepted result.
 
 ``BranchLaunched`` / ``BranchRelaunched`` go to ``tasks`` (the workers' queue); the results
-(``BranchStarted``, ``BranchCompleted``, ``BranchFailed``, ``BranchSkipped``) are what the
-workers report on ``branch-results``, and what the admission app accepted and wrote to
-``runs``, once per (run, slot). All keyed by admission key.
+(``BranchStarted``, ``BranchCompleted``, ``BranchFailed``, ``BranchSkipped``) are facts: the
+workers' claims (``schemas.commands.ReportBranch*`` on ``branch-results``) as the admission
+app accepted them, written to ``runs`` once per (run, slot). All keyed by admission key.
+Before 0.2.0 workers wrote these classes to ``branch-results`` themselves; admission still
+reads such records as the claims they were.
 """
 
 from __future__ import annotations
@@ -44,7 +46,7 @@ class BranchRelaunched:
 
 @dataclass(frozen=True)
 class BranchStarted:
-    """A branch worker took the task for (run, slot, attempt). Reported by the worker."""
+    """Admission accepted a worker's ``ReportBranchStarted`` for (run, slot, attempt)."""
 
     run_id: str
     admission_key: str
@@ -56,7 +58,8 @@ class BranchStarted:
 
 @dataclass(frozen=True)
 class BranchCompleted:
-    """A branch finished with a result. Reported by the worker; idempotent per (run, slot)."""
+    """Admission accepted a worker's ``ReportBranchCompleted``: the slot has its result, once
+    per (run, slot)."""
 
     run_id: str
     admission_key: str
@@ -69,7 +72,8 @@ class BranchCompleted:
 
 @dataclass(frozen=True)
 class BranchFailed:
-    """A branch gave up with an error. Reported by the worker; idempotent per (run, slot)."""
+    """Admission accepted a worker's ``ReportBranchFailed`` (or failed a slot that ran out of
+    attempts, ``worker`` = ``sluicegate-processor``), once per (run, slot)."""
 
     run_id: str
     admission_key: str
@@ -82,7 +86,8 @@ class BranchFailed:
 
 @dataclass(frozen=True)
 class BranchSkipped:
-    """A branch decided not to act (e.g. expired at dequeue). Idempotent per (run, slot)."""
+    """Admission accepted a worker's ``ReportBranchSkipped`` (e.g. expired at dequeue), once
+    per (run, slot)."""
 
     run_id: str
     admission_key: str

@@ -1,10 +1,12 @@
 """Run admission as a :class:`StreamApp`: the core in ``streams.core.admission`` on the engine.
 
 Inputs (co-partitioned, keyed by admission key): ``deliveries`` (``AdmitDelivery``,
-``AuthorizeRerun``) and ``branch-results`` (the workers' ``Branch*`` reports). Outputs:
-``tasks`` gets ``BranchLaunched``/``BranchRelaunched`` (the branch workers' queue); ``runs``
-gets every other event, including each *accepted* branch report once, so that downstream
-readers count a (run, slot) result once however often a worker repeated it.
+``AuthorizeRerun``) and ``branch-results`` (the workers' ``ReportBranch*`` claims; records
+written there before 0.2.0 by the workers as ``Branch*`` events are read as the claims they
+were). Outputs: ``tasks`` gets ``BranchLaunched``/``BranchRelaunched`` (the branch workers'
+queue); ``runs`` gets every other event, including each *accepted* claim once, as its
+``Branch*`` fact, so that downstream readers count a (run, slot) result once however often a
+worker repeated it.
 
 A delivery whose admission can never be recorded (its run or state over Kafka's message size
 limit) is answered ``DeliveryRejected(reason="cannot_be_recorded")`` and dead-lettered by the
@@ -17,7 +19,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from schemas.codec import decode, encode
-from schemas.commands import AdmitDelivery, AuthorizeRerun
+from schemas.commands import (
+    AdmitDelivery,
+    AuthorizeRerun,
+    ReportBranchCompleted,
+    ReportBranchFailed,
+    ReportBranchSkipped,
+    ReportBranchStarted,
+)
 from schemas.errors import SchemaError
 from schemas.events import (
     BranchCompleted,
@@ -33,15 +42,33 @@ from schemas.events import (
 from schemas.topics import ADMISSION_CHANGELOG, BRANCH_RESULTS, DELIVERIES, RUNS, TASKS
 from streams.adapters.workflow_table import WorkflowTable
 from streams.core import admission
-from streams.core.admission import Admit, CheckTimers, OccurrenceState, RecordBranchReport, Rerun
+from streams.core.admission import (
+    Admit,
+    CheckTimers,
+    OccurrenceState,
+    RecordBranchReport,
+    Rerun,
+    claim_of,
+)
 from streams.core.reasons import CANNOT_BE_RECORDED
 from streams.core.state_codec import decode_state, encode_state
 from streams.engine.app import InputError, Route
 from streams.settings import Settings
 
-_REPORTS = (BranchStarted, BranchCompleted, BranchFailed, BranchSkipped)
+_CLAIMS = (ReportBranchStarted, ReportBranchCompleted, ReportBranchFailed, ReportBranchSkipped)
+_LEGACY_CLAIMS = (BranchStarted, BranchCompleted, BranchFailed, BranchSkipped)
 _TASKS = (BranchLaunched, BranchRelaunched)
 _DETAIL_CHARS = 500
+
+
+def branch_report(record: object) -> RecordBranchReport | None:
+    """The command for a record read from ``branch-results``: a worker's claim, or a record a
+    worker wrote there before 0.2.0 (a ``Branch*`` event) read as the claim it was."""
+    if isinstance(record, _CLAIMS):
+        return RecordBranchReport(record)
+    if isinstance(record, _LEGACY_CLAIMS):
+        return RecordBranchReport(claim_of(record))
+    return None
 
 
 class AdmissionApp:
@@ -96,9 +123,7 @@ class AdmissionApp:
             return Admit(record, self._workflow(record))
         if isinstance(record, AuthorizeRerun):
             return Rerun(record, self._workflow(record))
-        if isinstance(record, _REPORTS):
-            return RecordBranchReport(record)
-        return None
+        return branch_report(record)
 
     def timer_command(self) -> admission.Command:
         return CheckTimers()

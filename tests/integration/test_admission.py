@@ -11,6 +11,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from schemas.codec import decode
 from schemas.commands import AdmitDelivery, AuthorizeRerun
 from schemas.events import (
     AdmissionRecordEvicted,
@@ -24,6 +25,7 @@ from schemas.events import (
     RunAdmitted,
     RunStatusChanged,
 )
+from schemas.topics import BRANCH_RESULTS
 from streams.core.identity import rejection_key
 from tests.admission_harness import T0, AdmissionHarness, Outcomes, candle
 from tests.kafka_helpers import read_topic
@@ -103,6 +105,35 @@ def test_repeated_branch_reports_count_once(harness: AdmissionHarness) -> None:
     assert len(out.of(BranchCompleted)) == SLOTS
     statuses = [r.status for r in out.of(RunStatusChanged)]
     assert statuses == ["running", "completed"]
+
+
+def test_reports_written_before_0_2_0_are_accepted_like_claims(harness: AdmissionHarness) -> None:
+    """Workers before 0.2.0 wrote ``BranchCompleted`` itself to ``branch-results``: such a
+    record still completes its slot, and together with the new claim it counts once."""
+    harness.start_processor()
+    harness.deliver(candle())
+    out = harness.wait_for(lambda o: len(o.of(BranchLaunched)) == SLOTS)
+    first, *others = out.of(BranchLaunched)
+    legacy = BranchCompleted(
+        first.run_id, first.admission_key, first.slot, first.attempt, "old-worker", "{}", 1
+    )
+    harness.report(legacy)
+    harness.complete(first)  # the same result again, as a claim
+    for launched in others:
+        harness.complete(launched)
+    harness.wait_for(
+        lambda o: any(isinstance(r, RunStatusChanged) and r.status == "completed" for r in o.runs)
+    )
+    harness.deliver(candle())  # a marker: once its outcome is out, every report was decided
+    out = harness.wait_for_outcomes(2)
+    accepted = out.of(BranchCompleted)
+    assert len(accepted) == SLOTS
+    assert [c for c in accepted if c.slot == first.slot] == [legacy]
+    claims = [
+        decode(m.value() or b"")
+        for m in read_topic(harness.settings, harness.settings.topic(BRANCH_RESULTS))
+    ]
+    assert [type(c).__name__ for c in claims].count("ReportBranchCompleted") == SLOTS
 
 
 def test_a_redeploy_between_retries_keeps_the_original_revision(

@@ -12,6 +12,12 @@ from typing import Any
 
 import pytest
 
+from schemas.commands import (
+    ReportBranchCompleted,
+    ReportBranchFailed,
+    ReportBranchSkipped,
+    ReportBranchStarted,
+)
 from schemas.events import (
     AdmissionRecordEvicted,
     BranchCompleted,
@@ -37,6 +43,8 @@ from streams.core.admission import (
     OccurrenceState,
     RecordBranchReport,
     Rerun,
+    WorkerReport,
+    accepted,
     decide,
     evolve,
     next_due_ms,
@@ -72,14 +80,15 @@ def admit(
 
 def report(
     kind: type, run_id: str, key: str, slot: str, *, attempt: int = 1, at: int = NOW
-) -> BranchStarted | BranchCompleted | BranchFailed | BranchSkipped:
+) -> WorkerReport:
+    """A worker's claim that becomes a ``kind`` fact when admission accepts it."""
     if kind is BranchStarted:
-        return BranchStarted(run_id, key, slot, attempt, "w1", at)
+        return ReportBranchStarted(run_id, key, slot, attempt, "w1", at)
     if kind is BranchCompleted:
-        return BranchCompleted(run_id, key, slot, attempt, "w1", '{"ok":true}', at)
+        return ReportBranchCompleted(run_id, key, slot, attempt, "w1", '{"ok":true}', at)
     if kind is BranchFailed:
-        return BranchFailed(run_id, key, slot, attempt, "w1", "boom", at)
-    return BranchSkipped(run_id, key, slot, attempt, "w1", "expired at dequeue", at)
+        return ReportBranchFailed(run_id, key, slot, attempt, "w1", "boom", at)
+    return ReportBranchSkipped(run_id, key, slot, attempt, "w1", "expired at dequeue", at)
 
 
 def finish(
@@ -375,17 +384,20 @@ def test_started_moves_the_run_to_running_once() -> None:
     proc, key, run_id = admitted_state()
     started = report(BranchStarted, run_id, key, "analysis")
     events = proc.handle(RecordBranchReport(started), NOW + 1)
-    assert events == [started, RunStatusChanged(run_id, key, "pending", "running", NOW + 1)]
+    assert events == [
+        accepted(started),
+        RunStatusChanged(run_id, key, "pending", "running", NOW + 1),
+    ]
     assert proc.handle(RecordBranchReport(started), NOW + 2) == []  # repeated: nothing
     other = report(BranchStarted, run_id, key, "signal")
-    assert proc.handle(RecordBranchReport(other), NOW + 3) == [other]
+    assert proc.handle(RecordBranchReport(other), NOW + 3) == [accepted(other)]
 
 
 def test_completions_are_idempotent_per_run_and_slot() -> None:
     proc, key, run_id = admitted_state()
     done = report(BranchCompleted, run_id, key, "analysis")
     assert proc.handle(RecordBranchReport(done), NOW) == [
-        done,
+        accepted(done),
         RunStatusChanged(run_id, key, "pending", "running", NOW),
     ]
     for _ in range(3):
@@ -434,7 +446,7 @@ def test_report_from_an_older_attempt_still_finishes_the_slot() -> None:
     late_start = report(BranchStarted, run_id, key, "analysis", attempt=1)
     assert proc.handle(RecordBranchReport(late_start), NOW + TIMEOUT + 1) == []
     late_done = report(BranchCompleted, run_id, key, "analysis", attempt=1)
-    assert proc.handle(RecordBranchReport(late_done), NOW + TIMEOUT + 2)[0] == late_done
+    assert proc.handle(RecordBranchReport(late_done), NOW + TIMEOUT + 2)[0] == accepted(late_done)
     state = proc.state(key)
     assert state is not None
     slot = state.original.slot("analysis")
@@ -635,11 +647,11 @@ def test_evolve_is_loud_about_impossible_histories() -> None:
     with pytest.raises(InconsistentHistory):
         evolve(state, RunStatusChanged(run_id, key, "running", "completed", NOW))
     with pytest.raises(InconsistentHistory):
-        evolve(state, report(BranchStarted, "run-nope", key, "analysis"))
+        evolve(state, accepted(report(BranchStarted, "run-nope", key, "analysis")))
     with pytest.raises(InconsistentHistory):
-        evolve(None, report(BranchStarted, run_id, key, "analysis"))
+        evolve(None, accepted(report(BranchStarted, run_id, key, "analysis")))
     with pytest.raises(InconsistentHistory):
-        evolve(state, report(BranchStarted, run_id, "other", "analysis"))
+        evolve(state, accepted(report(BranchStarted, run_id, "other", "analysis")))
     [admitted] = of_type(proc.events, RunAdmitted)
     with pytest.raises(InconsistentHistory):
         evolve(state, admitted)  # rerun 0 again

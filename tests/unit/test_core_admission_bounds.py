@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
+from schemas.commands import ReportBranchCompleted
 from schemas.events import (
-    BranchCompleted,
     BranchFailed,
     BranchLaunched,
     BranchRelaunched,
@@ -96,7 +96,7 @@ def exhaust(proc: Processor, start: int) -> tuple[list[int], list[Any]]:
 def finish_others(proc: Processor, events: list[Any], now: int) -> None:
     for launched in of_type(events, BranchLaunched):
         if launched.slot != "journal":
-            done = BranchCompleted(
+            done = ReportBranchCompleted(
                 launched.run_id, launched.admission_key, launched.slot, 1, "w", "{}", now
             )
             proc.handle(RecordBranchReport(done), now)

@@ -16,6 +16,12 @@ from dataclasses import dataclass
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
+from schemas.commands import (
+    ReportBranchCompleted,
+    ReportBranchFailed,
+    ReportBranchSkipped,
+    ReportBranchStarted,
+)
 from schemas.events import (
     BranchCompleted,
     BranchFailed,
@@ -33,6 +39,7 @@ from streams.core.admission import (
     Admit,
     CheckTimers,
     RecordBranchReport,
+    WorkerReport,
 )
 from streams.core.durations import format_time
 from streams.core.identity import content_view, identify
@@ -175,14 +182,14 @@ operations = st.one_of(reports, reports, reports, timers)
 
 def make_report(
     kind: type, run_id: str, key: str, slot: str, *, attempt: int, at: int
-) -> BranchStarted | BranchCompleted | BranchFailed | BranchSkipped:
+) -> WorkerReport:
     if kind is BranchStarted:
-        return BranchStarted(run_id, key, slot, attempt, "w", at)
+        return ReportBranchStarted(run_id, key, slot, attempt, "w", at)
     if kind is BranchCompleted:
-        return BranchCompleted(run_id, key, slot, attempt, "w", "{}", at)
+        return ReportBranchCompleted(run_id, key, slot, attempt, "w", "{}", at)
     if kind is BranchFailed:
-        return BranchFailed(run_id, key, slot, attempt, "w", "err", at)
-    return BranchSkipped(run_id, key, slot, attempt, "w", "skip", at)
+        return ReportBranchFailed(run_id, key, slot, attempt, "w", "err", at)
+    return ReportBranchSkipped(run_id, key, slot, attempt, "w", "skip", at)
 
 
 @settings(max_examples=300, deadline=None)

@@ -15,9 +15,9 @@ from typing import Any
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
+from schemas.commands import ReportBranchCompleted
 from schemas.events import (
     AdmissionRecordEvicted,
-    BranchCompleted,
     BranchLaunched,
     DeliveryRejected,
     RunAdmitted,
@@ -54,7 +54,7 @@ def revision(
 def complete_all(proc: Processor, events: list[Any], now: int) -> None:
     for launched in events:
         if isinstance(launched, BranchLaunched):
-            done = BranchCompleted(
+            done = ReportBranchCompleted(
                 launched.run_id, launched.admission_key, launched.slot, 1, "w", "{}", now
             )
             proc.handle(RecordBranchReport(done), now)

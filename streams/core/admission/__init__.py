@@ -63,6 +63,9 @@ from streams.core.admission.commands import (
     Command,
     RecordBranchReport,
     Rerun,
+    WorkerReport,
+    accepted,
+    claim_of,
 )
 from streams.core.admission.decide import decide, next_due_ms
 from streams.core.admission.evolve import evolve
@@ -83,6 +86,9 @@ __all__ = [
     "Rerun",
     "RunState",
     "SlotState",
+    "WorkerReport",
+    "accepted",
+    "claim_of",
     "decide",
     "evolve",
     "next_due_ms",

@@ -4,15 +4,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from schemas.commands import ReportBranchStarted
 from schemas.events import (
     AdmissionRecordEvicted,
     BranchFailed,
     BranchRelaunched,
-    BranchStarted,
     RunStatusChanged,
 )
 from streams.core.admission.builders import launch
-from streams.core.admission.commands import AdmissionEvent, BranchReport
+from streams.core.admission.commands import AdmissionEvent, WorkerReport, accepted
 from streams.core.admission.evolve import fold
 from streams.core.admission.state import OccurrenceState, RunState, SlotState
 from streams.core.durations import format_duration
@@ -24,9 +24,9 @@ PROCESSOR_WORKER = "sluicegate-processor"
 
 
 def decide_report(
-    state: OccurrenceState | None, report: BranchReport, now: int
+    state: OccurrenceState | None, report: WorkerReport, now: int
 ) -> list[AdmissionEvent]:
-    """A worker's report as the accepted fact (plus the run's status change), or nothing for
+    """A worker's claim as the accepted fact (plus the run's status change), or nothing for
     a finished slot, an unknown run, slot or attempt, or a stale start."""
     if state is None or report.admission_key != state.admission_key:
         return []
@@ -41,11 +41,11 @@ def decide_report(
         return []
     # Only the current attempt's start is news; a late start from a superseded attempt would
     # not change anything the processor acts on.
-    if isinstance(report, BranchStarted) and (
+    if isinstance(report, ReportBranchStarted) and (
         slot.status is not BranchStatus.LAUNCHED or report.attempt != slot.attempt
     ):
         return []
-    return with_status_changes(state, [report], now)
+    return with_status_changes(state, [accepted(report)], now)
 
 
 def decide_timers(state: OccurrenceState | None, now: int) -> list[AdmissionEvent]:
