@@ -209,3 +209,8 @@ class InternalError(RequestRefused):
 
     status = 500
     code = "internal_error"
+
+
+def shorten(text: str, limit: int = 300) -> str:
+    """``text`` cut to ``limit`` characters (a sender's own value, quoted back, stays short)."""
+    return text if len(text) <= limit else text[: limit - 1] + "…"

@@ -26,12 +26,7 @@ from confluent_kafka import KafkaException, TopicPartition
 
 from schemas.codec import decode
 from schemas.errors import SchemaError
-from schemas.events import (
-    DeliveryDeduplicated,
-    DeliveryRejected,
-    OccurrenceConflict,
-    RunAdmitted,
-)
+from schemas.events import DeliveryDeduplicated, DeliveryRejected, OccurrenceConflict, RunAdmitted
 from schemas.topics import RUNS
 from streams.kafka.clients import read_committed_consumer
 from streams.settings import Settings

@@ -1,0 +1,296 @@
+"""The webhook's request handlers: ``POST /v1/hooks/{subscription}``, ``/healthz``, ``/readyz``.
+
+``POST /v1/hooks/{subscription}?env=paper|live[&wait=2s][&token=...]`` turns one request into
+one ``AdmitDelivery`` on the ``deliveries`` topic, keyed by its admission key. In order:
+
+1. the request's shape, judged the same way whatever the name (so that no answer tells
+   what is configured): ``env`` (default ``paper``) and ``wait`` (422), a declared
+   ``Content-Length`` over the limit (413), the media type and encoding (415);
+2. the body is read, at most the limit (413) within the body timeout (408); a client that
+   goes away meanwhile gets no answer (logged as 499);
+3. the destination's workflow is looked up (503 if the workflow table cannot be read in
+   time) and the sender authenticated: an unknown destination, an unset secret variable
+   and bad credentials are all one 401 with one body, whose reason is only in the log;
+4. the body is parsed and taken in (:func:`streams.core.intake.intake`, the step every front
+   door takes: the top-level ``"token"`` field removed whatever the auth mode, near-miss
+   field names mapped, the identity derived; 422, ``problems`` lists every field);
+5. the delivery is produced and the broker's acknowledgement awaited (503 with
+   ``Retry-After`` if it does not come within the budget, ``SLUICEGATE_INGEST_ACK_TIMEOUT``,
+   which also covers the lookup);
+6. 202 ``{"delivery_id", "admission_key"}``; with ``?wait=`` the admission outcome is awaited
+   up to that long and the answer is 200 with ``outcome``/``run_id``/``duplicate``/``reason``,
+   or 202 with ``"outcome": "pending"``.
+
+Every refusal is ``{"error": {"code", "message", "problems"}}``; nothing is produced for a
+refused request. Any exception that is not a deliberate refusal is a server fault: it is
+logged with its traceback and answered 500 ``internal_error`` (input must never reach that
+path; ``tests/integration/test_ingest_fuzz.py`` holds the app to it). Requests that aiohttp
+cannot parse as HTTP at all get its plain-text 400, logged as one warning line without a
+traceback.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Mapping
+from typing import Protocol
+
+import orjson
+from aiohttp import web
+
+from consumers.ingest.auth import (
+    SIGNATURE_HEADER,
+    Credentials,
+    ReplayGuard,
+    authenticate,
+    policy_for,
+)
+from consumers.ingest.errors import (
+    InvalidBody,
+    InvalidRequest,
+    MissingIdentityFields,
+    PayloadTooLarge,
+    Problem,
+    RequestRefused,
+    SourceTimeInFuture,
+    Unauthorized,
+    UnsupportedMediaType,
+    shorten,
+)
+from consumers.ingest.outcomes import PENDING, Outcome
+from consumers.ingest.parsing import body_kind, parse_body
+from consumers.ingest.requests import environment_of, read_body, wait_of
+from consumers.ingest.settings import IngestSettings
+from schemas.commands import AdmitDelivery
+from schemas.events import WorkflowRevised
+from streams.adapters.deliveries import new_delivery_id
+from streams.core.errors import FieldRole, Refusal
+from streams.core.intake import TOKEN_FIELD, intake
+from streams.core.reasons import (
+    REJECT_INVALID_FIELD,
+    REJECT_MISSING_FIELDS,
+    REJECT_PAYLOAD_TOO_LARGE,
+    REJECT_SOURCE_TIME_IN_FUTURE,
+)
+from streams.settings import Settings
+
+log = logging.getLogger("sluicegate.ingest")
+access_log = logging.getLogger("sluicegate.ingest.access")
+
+HOOK_PATH = "/v1/hooks/{subscription}"
+
+SUBSCRIPTION = web.RequestKey("sluicegate.subscription", str)
+DELIVERY_ID = web.RequestKey("sluicegate.delivery_id", str)
+
+
+class Directory(Protocol):
+    """Where workflows are looked up (``WorkflowDirectory`` in production)."""
+
+    @property
+    def loaded(self) -> bool: ...
+
+    async def find(
+        self, subscription: str, environment: str, timeout_s: float
+    ) -> WorkflowRevised | None: ...
+
+
+class Sink(Protocol):
+    """Where deliveries go (``AsyncDeliveryProducer`` in production)."""
+
+    async def send(self, delivery: AdmitDelivery, timeout_s: float) -> None: ...
+
+    def reachable(self, timeout_s: float) -> bool: ...
+
+
+class Outcomes(Protocol):
+    """Where admission outcomes come from (``OutcomeTracker`` in production)."""
+
+    def expect(self, delivery_id: str) -> asyncio.Future[Outcome]: ...
+
+    def forget(self, delivery_id: str) -> None: ...
+
+    async def wait(self, future: asyncio.Future[Outcome], timeout_s: float) -> Outcome | None: ...
+
+
+def wall_clock_ms() -> int:
+    """The default clock: UTC epoch milliseconds."""
+    return time.time_ns() // 1_000_000
+
+
+class Ingest:
+    """The request handlers and the components they use; one per application."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        limits: IngestSettings,
+        clock: Callable[[], int],
+        environ: Mapping[str, str],
+        after_ack: Callable[[AdmitDelivery], None] | None,
+    ) -> None:
+        self.settings = settings
+        self.limits = limits
+        self.clock = clock
+        self.environ = environ
+        self.after_ack = after_ack
+        self.guard = ReplayGuard(limits.replay_window_s)
+        self.directory: Directory | None = None
+        self.sink: Sink | None = None
+        self.outcomes: Outcomes | None = None
+
+    async def hook(self, request: web.Request) -> web.Response:
+        """``POST /v1/hooks/{subscription}`` (see the module docstring for the steps)."""
+        assert self.directory is not None and self.sink is not None
+        started = time.monotonic()
+        now_ms = self.clock()
+        subscription = request.match_info["subscription"]
+        request[SUBSCRIPTION] = subscription
+        environment = environment_of(request)
+        wait_s = wait_of(request, self.limits.max_wait_s)
+        limit = self.limits.max_body_bytes
+        if request.content_length is not None and request.content_length > limit:
+            raise PayloadTooLarge(f"the body is larger than {limit} bytes")
+        kind = body_kind(request.content_type, request.charset)
+        encoding = request.headers.get("Content-Encoding", "identity").strip().lower()
+        if encoding not in ("", "identity"):
+            raise UnsupportedMediaType("send the body uncompressed (no Content-Encoding)")
+        read_started = time.monotonic()
+        raw = await read_body(request, limit, self.limits.body_timeout_s)
+        # The sender's upload time is not ours to spend: only server-side waits count.
+        started += time.monotonic() - read_started
+
+        budget = self.limits.ack_timeout_s
+        workflow = await self.directory.find(subscription, environment, budget)
+        if workflow is None:
+            raise Unauthorized(
+                f"no workflow is applied for {subscription[:100]!r} in {environment} "
+                "(`sluicegate workflows apply`)"
+            )
+        # Parse before authenticating (a token may be in the body) but disclose body
+        # problems only to an authenticated sender.
+        payload: dict[str, object] | None
+        parse_error: InvalidBody | None = None
+        try:
+            payload = parse_body(raw, kind)
+        except InvalidBody as e:
+            payload, parse_error = None, e
+        body_token = payload.get(TOKEN_FIELD) if payload is not None else None
+
+        claim = authenticate(
+            policy_for(workflow, self.environ),
+            Credentials(
+                signature=request.headers.get(SIGNATURE_HEADER),
+                query_tokens=request.query.getall(TOKEN_FIELD, []),
+                body_token=body_token,
+            ),
+            raw,
+            now_s=now_ms / 1000,
+            window_s=self.limits.replay_window_s,
+            guard=self.guard,
+            subscription=workflow.subscription,
+            environment=workflow.environment,
+        )
+        produced = False
+        try:
+            if parse_error is not None:
+                raise parse_error
+            assert payload is not None
+            taken = intake(
+                payload,
+                workflow,
+                delivery_id=new_delivery_id(),
+                received_at_ms=now_ms,
+                channel="http",
+                now_ms=now_ms,
+            )
+            if isinstance(taken, Refusal):
+                raise _refused(taken)
+            delivery = taken
+            waiter = (
+                self.outcomes.expect(delivery.delivery_id) if wait_s and self.outcomes else None
+            )
+            try:
+                remaining = budget - (time.monotonic() - started)
+                await self.sink.send(delivery, max(remaining, 0.05))
+                produced = True
+            finally:
+                if waiter is not None and not produced and self.outcomes is not None:
+                    self.outcomes.forget(delivery.delivery_id)
+        finally:
+            if claim is not None and not produced:
+                self.guard.release(claim)
+
+        request[DELIVERY_ID] = delivery.delivery_id
+        if self.after_ack is not None:
+            self.after_ack(delivery)
+        body: dict[str, object] = {
+            "delivery_id": delivery.delivery_id,
+            "admission_key": delivery.admission_key,
+        }
+        if waiter is None or self.outcomes is None:
+            return json_response(body, 202)
+        try:
+            outcome = await self.outcomes.wait(waiter, wait_s)
+        finally:
+            self.outcomes.forget(delivery.delivery_id)
+        if outcome is None:
+            body.update({"outcome": PENDING, "run_id": None, "duplicate": None, "reason": None})
+            return json_response(body, 202)
+        body.update(outcome.as_json())
+        return json_response(body, 200)
+
+    async def healthz(self, _request: web.Request) -> web.Response:
+        """``GET /healthz``: the process is alive and serving."""
+        return json_response({"status": "ok"}, 200)
+
+    async def readyz(self, _request: web.Request) -> web.Response:
+        """``GET /readyz``: 200 when Kafka answers and the workflow table is loaded, else 503."""
+        workflows = self.directory is not None and self.directory.loaded
+        kafka = False
+        if self.sink is not None:
+            loop = asyncio.get_running_loop()
+            kafka = await loop.run_in_executor(None, self.sink.reachable, 1.0)
+        ready = workflows and kafka
+        return json_response(
+            {"ready": ready, "checks": {"kafka": kafka, "workflows": workflows}},
+            200 if ready else 503,
+        )
+
+
+def _refused(refusal: Refusal) -> RequestRefused:
+    """The answer to a refused intake, chosen by its reason code."""
+    problems = _problems(refusal)
+    if refusal.reason in (REJECT_MISSING_FIELDS, REJECT_INVALID_FIELD):
+        return MissingIdentityFields(
+            "the body lacks, or has unreadable, fields the workflow needs", problems
+        )
+    if refusal.reason == REJECT_PAYLOAD_TOO_LARGE:
+        return PayloadTooLarge("the payload is larger than admission keeps", problems)
+    if refusal.reason == REJECT_SOURCE_TIME_IN_FUTURE:
+        return SourceTimeInFuture(
+            "the source time is in the future: send the signal once it has passed", problems
+        )
+    return InvalidRequest(refusal.reason, problems)
+
+
+def _problems(refusal: Refusal) -> list[Problem]:
+    """One problem per field, rendered from the core's structure: what the field is for and
+    what is wrong with it (the message may quote the sender's own value: kept short)."""
+    problems = [
+        Problem("body" if p.role is FieldRole.PAYLOAD else p.field, shorten(p.explain()))
+        for p in refusal.problems
+    ]
+    return problems or [Problem("body", shorten(refusal.detail))]
+
+
+def json_response(
+    body: Mapping[str, object], status: int, headers: Mapping[str, str] | None = None
+) -> web.Response:
+    return web.Response(
+        body=orjson.dumps(body),
+        status=status,
+        content_type="application/json",
+        headers=headers,
+    )
