@@ -27,40 +27,26 @@ from dataclasses import dataclass, field
 
 import psycopg
 from confluent_kafka import (
-    Consumer,
-    IsolationLevel,
     KafkaError,
-    KafkaException,
     Message,
-    TopicPartition,
 )
-from confluent_kafka.admin import AdminClient, OffsetSpec  # type: ignore[attr-defined]
 
 from projections.db import describe_dsn, schema_name
 from projections.errors import OffsetsMoved, ProjectionError, TopicRecreated
 from projections.handlers import Source, park, project
 from projections.migrate import migrate
 from projections.model import RowOp
+from projections.sources import Sources, source_topics
 from projections.store import Offsets, Store
 from schemas.codec import decode
 from schemas.errors import SchemaError
-from schemas.topics import projected
-from streams.kafka.clients import admin_client, read_committed_consumer
 from streams.settings import Settings
 
 log = logging.getLogger("sluicegate.projector")
 
-_EARLIEST = OffsetSpec.earliest()  # type: ignore[no-untyped-call]
-_LATEST = OffsetSpec.latest()  # type: ignore[no-untyped-call]
 
 # (partition, offset, rows, raw value) of one consumed message.
 _Mapped = tuple[tuple[str, int], int, list[RowOp], bytes | None]
-
-
-def source_topics() -> tuple[str, ...]:
-    """Short names of the topics projected: every catalogue topic but state changelogs and
-    dead letters (``schemas.topics.projected``); topics added later are picked up."""
-    return tuple(spec.name for spec in projected())
 
 
 @dataclass
@@ -73,24 +59,6 @@ class ProjectorStats:
     reconnects: int = 0
     reseeks: int = 0
     started: float = field(default_factory=time.monotonic)
-
-
-def _consumer(settings: Settings, schema: str) -> Consumer:
-    return read_committed_consumer(
-        settings,
-        # Required by librdkafka even though this consumer never joins the group or
-        # commits: partitions are assigned from the offsets stored in PostgreSQL.
-        group_id=f"{settings.topic_prefix}projector.{schema}",
-        tuning={
-            "enable.auto.offset.store": False,
-            "enable.partition.eof": True,
-            # Only reached when a stored offset fell out of retention: start at the oldest.
-            "auto.offset.reset": "earliest",
-            # Short broker-side waits on empty fetches: a partition's end (and so "caught
-            # up") is noticed within ~100 ms, at the cost of a few idle requests a second.
-            "fetch.wait.max.ms": 100,
-        },
-    )
 
 
 class Projector:
@@ -123,21 +91,13 @@ class Projector:
         self._conn: psycopg.Connection | None = None
         self._store: Store | None = None
         self._positions: Offsets = {}
-        self._partitions: set[tuple[str, int]] = set()
-        self._consumer: Consumer | None = None
-        self._admin_client: AdminClient | None = None
-        self._full = {settings.topic_named(t): t for t in self.topics}
-        self._last_discovery = 0.0
-        self._warned: set[str] = set()
-        self._warned_at: dict[str, float] = {}
+        self._sources = Sources(settings, self.schema, self.topics)
 
     # -- lifecycle -------------------------------------------------------------------------
 
     def close(self) -> None:
         """Close the consumer and the connection (nothing is committed to Kafka)."""
-        if self._consumer is not None:
-            self._consumer.close()
-            self._consumer = None
+        self._sources.close()
         self._close_pg()
 
     def __enter__(self) -> Projector:
@@ -155,15 +115,15 @@ class Projector:
         self._start()
         reported, last = time.monotonic(), 0
         while not self.stop.is_set():
-            if time.monotonic() - self._last_discovery > 10.0:
+            if time.monotonic() - self._sources.last_discovery > 10.0:
                 try:
-                    self._discover_and_assign(only_if_changed=True)
+                    self._sources.assign(self._positions, only_if_changed=True)
                 except TopicRecreated:
                     raise
                 except ProjectionError as e:
                     # Kafka unreachable for a moment: keep consuming what is assigned.
-                    self._last_discovery = time.monotonic()
-                    self._kafka_warning(str(e))
+                    self._sources.last_discovery = time.monotonic()
+                    self._sources.warning(str(e))
             self._step(None)
             if time.monotonic() - reported >= 60.0:
                 done = self.stats.messages - last
@@ -185,8 +145,8 @@ class Projector:
         or when ``until`` lies beyond a partition's end.
         """
         self._start()
-        target = dict(until) if until is not None else self.end_offsets()
-        ends = self.end_offsets()
+        target = dict(until) if until is not None else self._sources.end_offsets()
+        ends = self._sources.end_offsets()
         beyond = {tp: o for tp, o in target.items() if o > ends.get(tp, 0)}
         if beyond:
             raise TopicRecreated(
@@ -203,34 +163,12 @@ class Projector:
             self._step(target)
         return dict(self._positions)
 
-    def _reached(self, target: Mapping[tuple[str, int], int]) -> bool:
-        return all(self._positions.get(tp, 0) >= o for tp, o in target.items())
-
     def end_offsets(self) -> Offsets:
         """The current read_committed end (last stable offset) of every source partition."""
-        return self._list_offsets(self._discover(), _LATEST)
+        return self._sources.end_offsets()
 
-    def _list_offsets(self, partitions: set[tuple[str, int]], spec: OffsetSpec) -> Offsets:
-        # Asked of a separate admin client: the assigned consumer's connection is busy with
-        # long-polling fetches, behind which such requests would wait up to half a second.
-        if not partitions:
-            return {}
-        request = {
-            TopicPartition(self.settings.topic_named(short), partition): spec
-            for short, partition in partitions
-        }
-        try:
-            futures = self._admin().list_offsets(
-                request, isolation_level=IsolationLevel.READ_COMMITTED, request_timeout=15
-            )
-            return {
-                (self._full[tp.topic], tp.partition): int(future.result().offset)
-                for tp, future in futures.items()
-            }
-        except KafkaException as e:
-            raise ProjectionError(
-                f"cannot read offsets from Kafka at {self.settings.kafka}: {e.args[0].str()}"
-            ) from e
+    def _reached(self, target: Mapping[tuple[str, int], int]) -> bool:
+        return all(self._positions.get(tp, 0) >= o for tp, o in target.items())
 
     # -- PostgreSQL --------------------------------------------------------------------------
 
@@ -267,7 +205,7 @@ class Projector:
             self._close_pg()
             try:
                 self._open_pg()
-                self._discover_and_assign(only_if_changed=False)
+                self._sources.assign(self._positions, only_if_changed=False)
                 return
             except (psycopg.OperationalError, psycopg.InterfaceError) as e:
                 first = (str(e).strip().splitlines() or [type(e).__name__])[0]
@@ -281,93 +219,15 @@ class Projector:
                 raise ProjectionError("stopped while waiting for PostgreSQL")
             delay = min(delay * 2, 5.0)
 
-    # -- Kafka -------------------------------------------------------------------------------
-
-    def _admin(self) -> AdminClient:
-        if self._admin_client is None:
-            self._admin_client = admin_client(self.settings)
-        return self._admin_client
-
-    def _kafka(self) -> Consumer:
-        if self._consumer is None:
-            consumer = _consumer(self.settings, self.schema)
-            # Learn the partition leaders now: an assignment made before the consumer has
-            # metadata for its topics waits for the next refresh, about a second.
-            try:
-                consumer.list_topics(timeout=10.0)
-            except KafkaException as e:
-                consumer.close()
-                raise ProjectionError(
-                    f"cannot reach Kafka at {self.settings.kafka}: {e.args[0].str()}"
-                ) from e
-            self._consumer = consumer
-        return self._consumer
-
-    def _discover(self) -> set[tuple[str, int]]:
-        try:
-            topics = self._admin().list_topics(timeout=10.0).topics
-        except KafkaException as e:
-            raise ProjectionError(
-                f"cannot reach Kafka at {self.settings.kafka}: {e.args[0].str()}"
-            ) from e
-        found: set[tuple[str, int]] = set()
-        for full, short in self._full.items():
-            meta = topics.get(full)
-            if meta is None or meta.error is not None or not meta.partitions:
-                if full not in self._warned:
-                    self._warned.add(full)
-                    log.warning("topic %s does not exist (yet); it will be picked up", full)
-                continue
-            found.update((short, p) for p in meta.partitions)
-        self._last_discovery = time.monotonic()
-        return found
-
-    def _discover_and_assign(self, *, only_if_changed: bool) -> None:
-        partitions = self._discover()
-        if only_if_changed and partitions == self._partitions:
-            return
-        consumer = self._kafka()
-        # Explicit offsets everywhere: a logical "beginning" costs the consumer an extra
-        # lookup of about half a second per assignment.
-        lows = self._list_offsets(partitions, _EARLIEST)
-        highs = self._list_offsets({tp for tp in partitions if tp in self._positions}, _LATEST)
-        assignment = []
-        for short, partition in sorted(partitions):
-            full = self.settings.topic_named(short)
-            stored = self._positions.get((short, partition))
-            if stored is not None:
-                low, high = lows[(short, partition)], highs[(short, partition)]
-                if stored > high:
-                    raise TopicRecreated(
-                        f"{full}[{partition}]: stored offset {stored} is beyond the end "
-                        f"({high}); the topic was recreated. Run `sluicegate projections "
-                        "rebuild` to project it afresh."
-                    )
-                if stored < low:
-                    log.warning(
-                        "%s[%d]: %d messages left retention before they were projected",
-                        full,
-                        partition,
-                        low - stored,
-                    )
-            offset = lows[(short, partition)] if stored is None else stored
-            assignment.append(TopicPartition(full, partition, offset))
-        # A re-seek to the stored offsets: dropping the old assignment first discards
-        # everything fetched under it, so no message from before the seek can arrive after.
-        consumer.unassign()
-        consumer.assign(assignment)
-        self._partitions = partitions
-        log.info("projecting %d partitions into schema %s", len(assignment), self.schema)
-
     # -- one batch ---------------------------------------------------------------------------
 
     def _step(self, until: Mapping[tuple[str, int], int] | None) -> None:
-        consumer = self._kafka()
+        consumer = self._sources.consumer()
         messages = consumer.consume(self.batch_size, self.poll_timeout_s)
         per_message: list[_Mapped] = []
         advance: Offsets = {}
         for m in messages:
-            tp, offset = self._where(m)
+            tp, offset = self._sources.where(m)
             if tp is None:
                 continue
             current = advance.get(tp, self._positions.get(tp, 0))
@@ -382,7 +242,7 @@ class Projector:
                 elif err.fatal():
                     raise ProjectionError(f"Kafka consumer failed: {err.str()}")
                 else:
-                    self._kafka_warning(err.str())
+                    self._sources.warning(err.str())
                 continue
             if offset < current:
                 continue  # fetched before a re-seek; already applied
@@ -395,23 +255,6 @@ class Projector:
             advance[tp] = offset + 1
         if advance:
             self._write(per_message, advance)
-
-    def _kafka_warning(self, text: str) -> None:
-        # librdkafka reports a lost broker on every poll; say it once per 30 s per message.
-        now = time.monotonic()
-        if now - self._warned_at.get(text, -1e9) >= 30.0:
-            self._warned_at[text] = now
-            log.warning("Kafka: %s", text)
-
-    def _where(self, m: Message) -> tuple[tuple[str, int] | None, int]:
-        short = self._full.get(m.topic() or "")
-        partition = m.partition()
-        if short is None or partition is None:
-            err = m.error()
-            if err is not None and err.code() != KafkaError._PARTITION_EOF:
-                self._kafka_warning(err.str())
-            return None, 0
-        return (short, partition), int(m.offset() or 0)
 
     def _map(self, m: Message, tp: tuple[str, int], offset: int) -> list[RowOp]:
         raw_key = m.key()
@@ -490,4 +333,4 @@ class Projector:
     def _reload(self) -> None:
         assert self._store is not None
         self._positions = self._store.load_offsets()
-        self._discover_and_assign(only_if_changed=False)
+        self._sources.assign(self._positions, only_if_changed=False)

@@ -20,7 +20,8 @@ from projections.db import connect, schema_name
 from projections.handlers import Source, project
 from projections.migrate import migrations
 from projections.model import TABLES, MemoryProjection
-from projections.projector import Projector, source_topics
+from projections.projector import Projector
+from projections.sources import source_topics
 from projections.testing import build_history, cleanup, produce_history, table_rows, unique_settings
 from streams.adapters.replay import read_topics
 from streams.kafka.topics import ensure_topics

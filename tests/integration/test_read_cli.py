@@ -18,8 +18,9 @@ import orjson
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from projections.projector import Projector, source_topics
+from projections.projector import Projector
 from projections.queries import STATS_KEYS
+from projections.sources import source_topics
 from projections.testing import Emitted, build_history, cleanup, produce_history, unique_settings
 from schemas.codec import decode, encode
 from schemas.commands import AdmitDelivery, AuthorizeRerun

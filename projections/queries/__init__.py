@@ -1,0 +1,38 @@
+"""Read queries over the projection, shared by the CLI and the HTTP API.
+
+Every function takes an open connection and the schema, returns plain JSON-ready values
+(``dict``/``list``/``str``/``int``/``None``) and passes every user-supplied value as a query
+parameter; identifiers go through :class:`psycopg.sql.Identifier`.
+
+Modules: :mod:`.connection` (the reader and shared helpers), :mod:`.runs`,
+:mod:`.occurrences`, :mod:`.counts`; every query is importable from here.
+"""
+
+from projections.queries.connection import PROJECTOR_HINT, Json, ensure_readable, iso, reader
+from projections.queries.counts import (
+    BY_REASON,
+    STATS_KEYS,
+    get_offsets,
+    get_parked_count,
+    get_stats,
+)
+from projections.queries.occurrences import get_occurrence
+from projections.queries.runs import get_run, get_timeline, rerun_result, run_admission_key
+
+__all__ = [
+    "BY_REASON",
+    "PROJECTOR_HINT",
+    "STATS_KEYS",
+    "Json",
+    "ensure_readable",
+    "get_occurrence",
+    "get_offsets",
+    "get_parked_count",
+    "get_run",
+    "get_stats",
+    "get_timeline",
+    "iso",
+    "reader",
+    "rerun_result",
+    "run_admission_key",
+]

@@ -1,0 +1,92 @@
+"""Reading the projection: a connection to its schema and the helpers every query uses.
+
+Every query passes user-supplied values as parameters; identifiers go through
+:class:`psycopg.sql.Identifier`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from typing import Any
+
+import orjson
+import psycopg
+from psycopg import sql
+from psycopg.rows import dict_row
+
+from projections.db import connect, describe_dsn, schema_exists, schema_name
+from projections.errors import ProjectionUnavailable
+from streams.settings import Settings
+
+Json = dict[str, Any]
+
+
+PROJECTOR_HINT = "is `sluicegate projector` running and caught up?"
+
+
+def iso(ms: int | None) -> str | None:
+    """Epoch milliseconds as RFC 3339 UTC with milliseconds, ``None`` stays ``None``."""
+    if ms is None:
+        return None
+    moment = datetime.fromtimestamp(ms / 1000, UTC)
+    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+@contextmanager
+def reader(settings: Settings) -> Iterator[tuple[psycopg.Connection[Any], str]]:
+    """An autocommit connection and the schema to read.
+
+    Raises :class:`ProjectionUnavailable` when PostgreSQL is unreachable or the projection
+    schema does not exist yet.
+    """
+    schema = schema_name(settings.topic_prefix)
+    conn = connect(settings.pg_dsn, autocommit=True)
+    try:
+        ensure_readable(conn, schema, settings)
+        yield conn, schema
+    finally:
+        conn.close()
+
+
+def ensure_readable(conn: psycopg.Connection[Any], schema: str, settings: Settings) -> None:
+    """Raise :class:`ProjectionUnavailable` unless ``schema`` holds a projection."""
+    if not schema_exists(conn, schema):
+        raise ProjectionUnavailable(
+            f"there is no projection for topic prefix {settings.topic_prefix!r} (schema "
+            f"{schema} in {describe_dsn(settings.pg_dsn)}); start `sluicegate projector` "
+            "or run `sluicegate projections rebuild`"
+        )
+
+
+def table(schema: str, name: str) -> sql.Identifier:
+    return sql.Identifier(schema, name)
+
+
+def fetch_all(conn: psycopg.Connection[Any], query: sql.Composed, params: Any = None) -> list[Json]:
+    with conn.cursor(row_factory=dict_row) as cur:
+        cur.execute(query, params)
+        return list(cur.fetchall())
+
+
+def fetch_one(
+    conn: psycopg.Connection[Any], query: sql.Composed, params: Any = None
+) -> Json | None:
+    rows = fetch_all(conn, query, params)
+    return rows[0] if rows else None
+
+
+def storable(value: str) -> bool:
+    # PostgreSQL text cannot hold NUL (the projector stores U+FFFD instead), so an id with
+    # one matches nothing; asking would only raise.
+    return "\x00" not in value
+
+
+def payload(text: object) -> object:
+    if not isinstance(text, str):
+        return text
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return text

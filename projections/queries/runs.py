@@ -1,0 +1,183 @@
+"""One run: its frozen context, status and slots, its timeline, and the outcome of a rerun."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import psycopg
+from psycopg import sql
+
+from projections.queries.connection import Json, fetch_all, fetch_one, iso, payload, storable, table
+
+
+def get_run(conn: psycopg.Connection[Any], schema: str, run_id: str) -> Json | None:
+    """One run with its status, slots, reruns and the deliveries answered with it."""
+    if not storable(run_id):
+        return None
+    run = fetch_one(
+        conn,
+        sql.SQL(
+            "SELECT r.*, s.status, s.changed_at_ms AS status_changed_at_ms "
+            "FROM {runs} r LEFT JOIN {status} s ON s.run_id = r.run_id WHERE r.run_id = %s"
+        ).format(runs=table(schema, "runs"), status=table(schema, "run_status")),
+        (run_id,),
+    )
+    if run is None:
+        return None
+    run["status"] = run["status"] or "pending"
+    run["payload"] = payload(run.pop("payload_json"))
+    run["source_time"] = iso(run["source_time_ms"])
+    run["expires_at"] = iso(run["expires_at_ms"])
+    run["admitted_at"] = iso(run["admitted_at_ms"])
+    run["slots"] = _slots(conn, schema, run_id, list(run["slots"]))
+    run["reruns"] = [
+        r["run_id"]
+        for r in fetch_all(
+            conn,
+            sql.SQL("SELECT run_id FROM {} WHERE rerun_of = %s ORDER BY rerun_number").format(
+                table(schema, "runs")
+            ),
+            (run_id,),
+        )
+    ]
+    outcomes = fetch_all(
+        conn,
+        sql.SQL("SELECT outcome, count(*) AS n FROM {} WHERE run_id = %s GROUP BY outcome").format(
+            table(schema, "delivery_outcomes")
+        ),
+        (run_id,),
+    )
+    counts = {o["outcome"]: int(o["n"]) for o in outcomes}
+    run["deliveries"] = {
+        "admitted_by": run["delivery_id"],
+        "duplicates": counts.get("deduplicated", 0),
+        "conflicts": counts.get("conflict", 0),
+    }
+    return run
+
+
+def _slots(
+    conn: psycopg.Connection[Any], schema: str, run_id: str, declared: list[str]
+) -> list[Json]:
+    states = {
+        s["slot"]: s
+        for s in fetch_all(
+            conn,
+            sql.SQL(
+                "SELECT slot, status, attempt, worker, detail, at_ms FROM {} WHERE run_id = %s"
+            ).format(table(schema, "branch_slots")),
+            (run_id,),
+        )
+    }
+    launches = {
+        (s["slot"]): s
+        for s in fetch_all(
+            conn,
+            sql.SQL(
+                "SELECT slot, count(*) FILTER (WHERE kind = 'launched') AS launches, "
+                "count(*) FILTER (WHERE kind = 'relaunched') AS relaunches, "
+                "max(attempt) AS attempts FROM {} WHERE run_id = %s GROUP BY slot"
+            ).format(table(schema, "branch_launches")),
+            (run_id,),
+        )
+    }
+    names = declared + sorted((set(states) | set(launches)) - set(declared))
+    result = []
+    for name in names:
+        state = states.get(name, {})
+        launch = launches.get(name, {})
+        attempts = max(int(launch.get("attempts") or 0), int(state.get("attempt") or 0))
+        result.append(
+            {
+                "slot": name,
+                "status": state.get("status", "not_launched"),
+                "attempts": attempts,
+                "launches": int(launch.get("launches") or 0),
+                "relaunches": int(launch.get("relaunches") or 0),
+                "worker": state.get("worker"),
+                "detail": state.get("detail"),
+                "updated_at_ms": state.get("at_ms"),
+            }
+        )
+    return result
+
+
+def get_timeline(conn: psycopg.Connection[Any], schema: str, run_id: str) -> list[Json] | None:
+    """Every projected record of one run, in order: by the record's own time, then (for
+    equal times) by when it was written to Kafka, then topic, partition and offset.
+
+    Includes the deliveries answered with the run, the branch reports as the workers sent
+    them and as the processor accepted them, rerun requests for it and the runs they admitted,
+    and the eviction of its admission record. ``None`` when the run is unknown.
+    """
+    if not storable(run_id):
+        return None
+    run = fetch_one(
+        conn,
+        sql.SQL("SELECT admission_key FROM {} WHERE run_id = %s").format(table(schema, "runs")),
+        (run_id,),
+    )
+    if run is None:
+        return None
+    log = table(schema, "event_log")
+    rows = fetch_all(
+        conn,
+        sql.SQL(
+            "SELECT src_topic, src_partition, src_offset, type, time_ms, kafka_ts_ms, record "
+            "FROM {log} WHERE run_id = %(run)s "
+            "OR (admission_key = %(key)s AND ("
+            "  (type = 'AdmitDelivery' AND delivery_id IN "
+            "     (SELECT delivery_id FROM {outcomes} WHERE run_id = %(run)s))"
+            "  OR (type = 'RunAdmitted' AND record->>'rerun_of' = %(run)s)"
+            "  OR (type = 'AdmissionRecordEvicted' AND record->'run_ids' ? %(run)s)))"
+            "ORDER BY coalesce(time_ms, kafka_ts_ms), kafka_ts_ms, "
+            "src_topic, src_partition, src_offset"
+        ).format(log=log, outcomes=table(schema, "delivery_outcomes")),
+        {"run": run_id, "key": run["admission_key"]},
+    )
+    return [
+        {
+            "time_ms": r["time_ms"] if r["time_ms"] is not None else r["kafka_ts_ms"],
+            "time": iso(r["time_ms"] if r["time_ms"] is not None else r["kafka_ts_ms"]),
+            "topic": r["src_topic"],
+            "partition": r["src_partition"],
+            "offset": r["src_offset"],
+            "type": r["type"],
+            "record": r["record"],
+        }
+        for r in rows
+    ]
+
+
+def run_admission_key(conn: psycopg.Connection[Any], schema: str, run_id: str) -> str | None:
+    if not storable(run_id):
+        return None
+    row = fetch_one(
+        conn,
+        sql.SQL("SELECT admission_key FROM {} WHERE run_id = %s").format(table(schema, "runs")),
+        (run_id,),
+    )
+    return None if row is None else str(row["admission_key"])
+
+
+def rerun_result(conn: psycopg.Connection[Any], schema: str, request_id: str) -> Json | None:
+    """The outcome of a rerun request: ``{"admitted": run}`` or ``{"rejected": reason}``."""
+    admitted = fetch_one(
+        conn,
+        sql.SQL("SELECT run_id FROM {} WHERE delivery_id = %s AND rerun_of IS NOT NULL").format(
+            table(schema, "runs")
+        ),
+        (request_id,),
+    )
+    if admitted is not None:
+        return {"admitted": admitted["run_id"]}
+    rejected = fetch_one(
+        conn,
+        sql.SQL("SELECT reason FROM {} WHERE request_id = %s").format(
+            table(schema, "rerun_rejections")
+        ),
+        (request_id,),
+    )
+    if rejected is not None:
+        return {"rejected": rejected["reason"]}
+    return None
