@@ -39,7 +39,7 @@ from schemas.events import (
     RerunRejected,
     WorkflowRevised,
 )
-from schemas.topics import ADMISSION_CHANGELOG, BRANCH_RESULTS, DELIVERIES, RUNS, TASKS
+from schemas.topics import ADMISSION_CHANGELOG, BRANCH_RESULTS, DELIVERIES, RUNS, TASKS, TopicSpec
 from streams.adapters.workflow_table import WorkflowTable
 from streams.core import admission
 from streams.core.admission import (
@@ -59,6 +59,11 @@ _CLAIMS = (ReportBranchStarted, ReportBranchCompleted, ReportBranchFailed, Repor
 _LEGACY_CLAIMS = (BranchStarted, BranchCompleted, BranchFailed, BranchSkipped)
 _TASKS = (BranchLaunched, BranchRelaunched)
 _DETAIL_CHARS = 500
+
+
+def topic_of(event: admission.AdmissionEvent) -> TopicSpec:
+    """Where an admission event goes: launches to ``tasks``, everything else to ``runs``."""
+    return TASKS if isinstance(event, _TASKS) else RUNS
 
 
 def branch_report(record: object) -> RecordBranchReport | None:
@@ -82,8 +87,7 @@ class AdmissionApp:
             settings.topic(BRANCH_RESULTS),
         )
         self.changelog_topic = settings.topic(ADMISSION_CHANGELOG)
-        self._runs = settings.topic(RUNS)
-        self._tasks = settings.topic(TASKS)
+        self._topics = {spec: settings.topic(spec) for spec in (RUNS, TASKS)}
         self._workflows = workflows
 
     def decode_input(self, data: bytes) -> object:
@@ -142,8 +146,7 @@ class AdmissionApp:
         return admission.next_due_ms(state)
 
     def route(self, event: admission.AdmissionEvent) -> Route | None:
-        key = event.admission_key
-        return Route(self._tasks if isinstance(event, _TASKS) else self._runs, key)
+        return Route(self._topics[topic_of(event)], event.admission_key)
 
     def encode_state(self, state: OccurrenceState) -> bytes:
         return encode_state(state)

@@ -29,8 +29,8 @@ from schemas.codec import decode
 from schemas.events import BranchLaunched, RunAdmitted
 from streams.adapters.deliveries import DeliveryProducer
 from streams.settings import Settings
-from tests.admission_harness import OUTCOMES, AdmissionHarness, candle, delivery_for
-from tests.kafka_helpers import read_topic, wait_until
+from tests.support.admission import OUTCOMES, AdmissionHarness, candle, delivery_for
+from tests.support.kafka import read_topic, wait_until
 
 pytestmark = pytest.mark.drill
 

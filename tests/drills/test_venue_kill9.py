@@ -25,7 +25,7 @@ from consumers.venue.adapter import (
     Unknown,
     UnknownReason,
 )
-from tests.venue_helpers import VenueProcess, now_attempt, running_venue
+from tests.support.venue import VenueProcess, now_attempt, running_venue
 
 pytestmark = pytest.mark.drill
 D = Decimal

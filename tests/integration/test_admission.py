@@ -27,8 +27,8 @@ from schemas.events import (
 )
 from schemas.topics import BRANCH_RESULTS
 from streams.core.identity import rejection_key
-from tests.admission_harness import T0, AdmissionHarness, Outcomes, candle
-from tests.kafka_helpers import read_topic
+from tests.support.admission import T0, AdmissionHarness, Outcomes, candle
+from tests.support.kafka import read_topic
 
 pytestmark = pytest.mark.integration
 

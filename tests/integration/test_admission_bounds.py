@@ -24,8 +24,8 @@ from streams.core.canonical import canonical_json
 from streams.core.errors import CoreError, IdentityError
 from streams.core.identity import identify, rejection_key
 from streams.core.limits import MAX_PAYLOAD_BYTES, MAX_RERUNS
-from tests.admission_harness import AdmissionHarness, candle
-from tests.kafka_helpers import read_topic
+from tests.support.admission import AdmissionHarness, candle
+from tests.support.kafka import read_topic
 
 pytestmark = pytest.mark.integration
 

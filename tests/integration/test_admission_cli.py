@@ -14,8 +14,8 @@ from schemas.codec import decode
 from schemas.commands import AdmitDelivery
 from streams.kafka.topics import ensure_topics
 from streams.settings import Settings
-from tests.admission_harness import EXAMPLE_WORKFLOW, candle
-from tests.kafka_helpers import read_topic, unique_settings
+from tests.support.admission import EXAMPLE_WORKFLOW, candle
+from tests.support.kafka import read_topic, unique_settings
 
 pytestmark = pytest.mark.integration
 

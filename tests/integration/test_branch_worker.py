@@ -12,8 +12,8 @@ from schemas.codec import decode
 from schemas.commands import ReportBranchCompleted, ReportBranchStarted
 from schemas.events import BranchCompleted, BranchStarted, RunStatusChanged
 from schemas.topics import BRANCH_RESULTS
-from tests.admission_harness import AdmissionHarness, candle
-from tests.kafka_helpers import read_topic
+from tests.support.admission import AdmissionHarness, candle
+from tests.support.kafka import read_topic
 
 pytestmark = pytest.mark.integration
 

@@ -1,6 +1,6 @@
 """The exactly-once engine on the real broker, with a toy application.
 
-The toy app (``tests/engine_toy.py``) admits each record id once per key (a miniature of run
+The toy app (``tests/support/engine_toy.py``) admits each record id once per key (a miniature of run
 admission) and fires a timer per key: enough to see exactly-once output, state restore and
 timers, without the admission core.
 """
@@ -17,8 +17,8 @@ import pytest
 from streams.engine.processor import Processor
 from streams.errors import ProcessorFenced
 from streams.settings import Settings
-from tests.engine_toy import ToyApp, admitted, produce_records, start
-from tests.kafka_helpers import create_topics, read_topic, unique_settings, wait_until
+from tests.support.engine_toy import ToyApp, admitted, produce_records, start
+from tests.support.kafka import create_topics, read_topic, unique_settings, wait_until
 
 pytestmark = pytest.mark.integration
 

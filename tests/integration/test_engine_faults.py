@@ -17,9 +17,16 @@ from confluent_kafka import KafkaError, KafkaException
 
 from streams.engine.processor import IN_PLACE_ATTEMPTS, Processor
 from streams.settings import Settings
-from tests.engine_toy import Running, ToyApp, ToyProcessor, admitted, produce_records, record
-from tests.faults import Faulty, kafka_error
-from tests.kafka_helpers import create_topics, unique_settings, wait_until
+from tests.support.engine_toy import (
+    Running,
+    ToyApp,
+    ToyProcessor,
+    admitted,
+    produce_records,
+    record,
+)
+from tests.support.faults import Faulty, kafka_error
+from tests.support.kafka import create_topics, unique_settings, wait_until
 
 pytestmark = pytest.mark.integration
 

@@ -17,8 +17,15 @@ import pytest
 
 from streams.engine.processor import Processor
 from streams.settings import Settings
-from tests.engine_toy import Running, ToyApp, ToyProcessor, out_events, produce_records, record
-from tests.kafka_helpers import create_topics, unique_settings, wait_until
+from tests.support.engine_toy import (
+    Running,
+    ToyApp,
+    ToyProcessor,
+    out_events,
+    produce_records,
+    record,
+)
+from tests.support.kafka import create_topics, unique_settings, wait_until
 
 pytestmark = pytest.mark.integration
 

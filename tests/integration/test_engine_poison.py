@@ -28,9 +28,16 @@ from streams.adapters.workflow_table import WorkflowTable
 from streams.apps.admission import AdmissionApp
 from streams.engine.processor import Processor
 from streams.settings import Settings
-from tests.admission_harness import AdmissionHarness, candle
-from tests.engine_toy import Running, ToyApp, ToyProcessor, admitted, out_events, produce_records
-from tests.kafka_helpers import read_topic, unique_settings, wait_until
+from tests.support.admission import AdmissionHarness, candle
+from tests.support.engine_toy import (
+    Running,
+    ToyApp,
+    ToyProcessor,
+    admitted,
+    out_events,
+    produce_records,
+)
+from tests.support.kafka import read_topic, unique_settings, wait_until
 
 pytestmark = pytest.mark.integration
 

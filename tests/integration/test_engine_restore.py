@@ -27,9 +27,9 @@ from streams.core.admission import Admit
 from streams.core.state_codec import encode_state
 from streams.engine.processor import Processor
 from streams.engine.store import state_key, timer_key
-from tests.admission_harness import AdmissionHarness, candle, delivery_for
-from tests.engine_toy import Running
-from tests.kafka_helpers import read_topic, wait_until
+from tests.support.admission import AdmissionHarness, candle, delivery_for
+from tests.support.engine_toy import Running
+from tests.support.kafka import read_topic, wait_until
 
 pytestmark = pytest.mark.integration
 

@@ -31,7 +31,7 @@ from yarl import URL
 from consumers.ingest.auth import sign, signature_of
 from consumers.ingest.server import JsonLineFormatter
 from consumers.ingest.settings import IngestSettings, parse_duration_s
-from tests.integration.test_ingest_helpers import (
+from tests.support.ingest import (
     Client,
     breakout,
     candle_payload,

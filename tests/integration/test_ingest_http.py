@@ -24,7 +24,7 @@ from consumers.ingest.workflows import WorkflowDirectory
 from schemas.events import RunAdmitted
 from streams.adapters.workflow_table import WorkflowTable
 from streams.settings import load_settings
-from tests.integration.test_ingest_helpers import (
+from tests.support.ingest import (
     REPO,
     SLUICEGATE,
     Client,

@@ -26,7 +26,7 @@ import orjson
 import pytest
 
 from schemas.events import DeliveryDeduplicated, RunAdmitted
-from tests.integration.test_ingest_helpers import (
+from tests.support.ingest import (
     REPO,
     SLUICEGATE,
     ProcessorProcess,

@@ -17,7 +17,7 @@ import pytest
 
 from schemas.commands import AdmitDelivery
 from schemas.events import DeliveryDeduplicated, RunAdmitted
-from tests.integration.test_ingest_helpers import (
+from tests.support.ingest import (
     FakeClock,
     ProcessorProcess,
     breakout,

@@ -28,9 +28,9 @@ from streams.adapters.workflow_table import WorkflowTable
 from streams.apps.admission import AdmissionApp
 from streams.engine.processor import Processor
 from streams.kafka.topics import TopicError, ensure_topics
-from tests.admission_harness import AdmissionHarness, Outcomes, candle, delivery_for
-from tests.engine_toy import Running
-from tests.kafka_helpers import unique_settings, wait_until
+from tests.support.admission import AdmissionHarness, Outcomes, candle, delivery_for
+from tests.support.engine_toy import Running
+from tests.support.kafka import unique_settings, wait_until
 
 pytestmark = pytest.mark.integration
 

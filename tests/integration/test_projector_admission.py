@@ -1,7 +1,7 @@
 """The projection of what the real admission processor writes: the article's example.
 
 Four deliveries of A (two concurrent, one after completion, one after a processor restart)
-and one of B, run by the real processor (``tests/admission_harness.py``); then an authorized
+and one of B, run by the real processor (``tests/support/admission.py``); then an authorized
 rerun through ``sluicegate runs rerun``; then ``sluicegate projections rebuild --verify``.
 """
 
@@ -21,7 +21,7 @@ from projections import queries
 from projections.projector import Projector
 from projections.testing import cleanup
 from schemas.events import BranchLaunched, RunAdmitted, RunStatusChanged
-from tests.admission_harness import AdmissionHarness, candle
+from tests.support.admission import AdmissionHarness, candle
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
 

@@ -14,7 +14,7 @@ from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
 from streams.kafka.topics import ensure_topics
 from streams.settings import Settings, load_settings
-from tests.kafka_helpers import create_topics, read_topic, unique_settings
+from tests.support.kafka import create_topics, read_topic, unique_settings
 
 pytestmark = pytest.mark.integration
 

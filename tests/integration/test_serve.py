@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from streams.kafka.topics import ensure_topics
-from tests.kafka_helpers import unique_settings, wait_until
+from tests.support.kafka import unique_settings, wait_until
 
 pytestmark = pytest.mark.integration
 

@@ -33,7 +33,7 @@ from consumers.venue.adapter import (
 )
 from consumers.venue.binance_spot import BinanceSpotClient
 from consumers.venue.paper import PaperVenueClient
-from tests.venue_helpers import API_KEY, VenueProcess, free_port, now_attempt, running_venue
+from tests.support.venue import API_KEY, VenueProcess, free_port, now_attempt, running_venue
 
 D = Decimal
 ADAPTERS = ["binance", "paper"]

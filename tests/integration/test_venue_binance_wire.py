@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from tests.venue_helpers import CONFIG, VenueProcess, running_venue
+from tests.support.venue import CONFIG, VenueProcess, running_venue
 
 # Binance's documented example credentials and request ("SIGNED Endpoint Examples").
 DOC_KEY = "vmPUZE6mv9SD5VNHk4HlWFsOr6aKE2zvsw0MuIgwCIPy6utIco14y7Ju91duEh8A"

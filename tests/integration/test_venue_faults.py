@@ -22,7 +22,7 @@ from consumers.venue.adapter import (
     UnknownReason,
     VenueAdapter,
 )
-from tests.venue_helpers import CONFIG, VenueProcess, now_attempt, running_venue
+from tests.support.venue import CONFIG, VenueProcess, now_attempt, running_venue
 
 D = Decimal
 ADAPTERS = ["binance", "paper"]

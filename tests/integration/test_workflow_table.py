@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from streams.adapters.workflow_table import WorkflowTable
-from tests.admission_harness import AdmissionHarness
+from tests.support.admission import AdmissionHarness
 
 pytestmark = pytest.mark.integration
 

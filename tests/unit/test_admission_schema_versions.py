@@ -9,7 +9,7 @@ from schemas.codec import decode, encode
 from schemas.events import RunAdmitted, WorkflowRevised
 from schemas.files import FIXTURES_DIR
 from streams.core.retention import periods, smallest_retention
-from tests.unit.test_core_support import T0, workflow
+from tests.support.core import T0, workflow
 
 DAY = 86_400_000
 

@@ -52,7 +52,7 @@ from streams.core.admission import (
 from streams.core.errors import IllegalTransition, InconsistentHistory
 from streams.core.identity import identify, rejection_key, run_id_for
 from streams.core.lifecycle import BranchStatus, RunStatus
-from tests.unit.test_core_support import (
+from tests.support.core import (
     MINUTE,
     SLOTS,
     T0,

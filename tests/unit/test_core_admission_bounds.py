@@ -37,7 +37,7 @@ from streams.core.limits import (
 )
 from streams.core.state_codec import encode_state
 from streams.core.workflow import parse_workflow_file, revise
-from tests.unit.test_core_support import (
+from tests.support.core import (
     MINUTE,
     T0,
     Processor,

@@ -50,7 +50,7 @@ from streams.core.lifecycle import (
     RunStatus,
     run_status_from_slots,
 )
-from tests.unit.test_core_support import (
+from tests.support.core import (
     MINUTE,
     SLOTS,
     T0,

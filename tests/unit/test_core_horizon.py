@@ -25,7 +25,7 @@ from schemas.events import (
 )
 from streams.core.admission import Admit, RecordBranchReport
 from streams.core.workflow import parse_workflow_file, revise
-from tests.unit.test_core_support import MINUTE, T0, Processor, candle, contract_document, delivery
+from tests.support.core import MINUTE, T0, Processor, candle, contract_document, delivery
 
 HOUR = 60 * MINUTE
 DAY = 24 * HOUR

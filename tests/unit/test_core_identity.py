@@ -19,7 +19,7 @@ from streams.core.identity import (
     rejection_key,
     run_id_for,
 )
-from tests.unit.test_core_support import MINUTE, T0, candle, workflow
+from tests.support.core import MINUTE, T0, candle, workflow
 
 KEY_A = "btc-breakout/paper/tradingview/d:binance|BTCUSDT|1m|1796040000000|breakout-v1"
 

@@ -10,7 +10,7 @@ import pytest
 
 from streams.core.errors import IdentityError
 from streams.core.identity import content_view, identify
-from tests.unit.test_core_support import candle, workflow
+from tests.support.core import candle, workflow
 
 KEY_A = "btc-breakout/paper/tradingview/d:binance|BTCUSDT|1m|1796040000000|breakout-v1"
 

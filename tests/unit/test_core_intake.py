@@ -8,7 +8,7 @@ import pytest
 from schemas.commands import AdmitDelivery
 from streams.core.errors import FieldRole, Refusal
 from streams.core.intake import DuplicateKey, intake, parse_json_object
-from tests.unit.test_core_support import MINUTE, T0, candle, workflow
+from tests.support.core import MINUTE, T0, candle, workflow
 
 NOW = T0 + 2 * MINUTE
 

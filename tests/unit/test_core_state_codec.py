@@ -14,7 +14,7 @@ from streams.core.admission import Admit, OccurrenceState, Rerun, RunState, Slot
 from streams.core.errors import CoreError, StateFormatError, UnsupportedStateVersion
 from streams.core.lifecycle import BranchStatus, RunStatus
 from streams.core.state_codec import STATE_FORMAT_VERSION, decode_state, encode_state
-from tests.unit.test_core_support import (
+from tests.support.core import (
     MINUTE,
     T0,
     Processor,

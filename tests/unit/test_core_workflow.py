@@ -20,7 +20,7 @@ from streams.core.workflow import (
     revise,
     workflow_key,
 )
-from tests.unit.test_core_support import CONTRACT_TOML, contract_document
+from tests.support.core import CONTRACT_TOML, contract_document
 
 
 def problems_of(document: dict[str, Any]) -> list[str]:

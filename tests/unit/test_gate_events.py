@@ -24,7 +24,7 @@ from schemas.events import (
 )
 from schemas.registry import get_registry
 from streams.core.gate import GateEvent
-from tests.unit.test_gate_support import T0, Gate, proposal, request
+from tests.support.gate import T0, Gate, proposal, request
 
 GATE_RECORDS = (
     CandidateProposed,

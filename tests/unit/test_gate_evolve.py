@@ -15,7 +15,7 @@ from schemas.events import (
 )
 from streams.core.errors import CoreError, IllegalTransition, InconsistentHistory
 from streams.core.gate import ScopeState, evolve
-from tests.unit.test_gate_support import T0, Gate, proposal, request
+from tests.support.gate import T0, Gate, proposal, request
 
 AT = T0 + 1_000
 

@@ -24,7 +24,7 @@ from schemas.events import (
 )
 from streams.core.gate import GateEvent
 from streams.core.gate.rules import candidate_deadline
-from tests.unit.test_gate_support import (
+from tests.support.gate import (
     SCOPE,
     T0,
     TERMINAL_TYPES,

@@ -16,7 +16,7 @@ from schemas.events import (
 )
 from streams.core.gate import ProposeCandidate, RequestDispatch, decide, next_due_ms
 from streams.core.gate.state import HELD_LIMIT, RECENT_LIMIT, SETTLED_LIMIT, SETTLED_MEMORY_MS
-from tests.unit.test_gate_support import (
+from tests.support.gate import (
     T0,
     TERMINAL_TYPES,
     Gate,

@@ -21,7 +21,7 @@ from schemas.events import (
 )
 from streams.core.durations import format_time
 from streams.core.gate import GateEvent, next_due_ms
-from tests.unit.test_gate_support import (
+from tests.support.gate import (
     SCOPE,
     T0,
     TERMINAL_TYPES,

@@ -20,7 +20,7 @@ from streams.core.gate import (
     encode_state,
 )
 from streams.core.gate.state_codec import STATE_FORMAT_VERSION
-from tests.unit.test_gate_support import T0, Gate, proposal, request
+from tests.support.gate import T0, Gate, proposal, request
 
 # orjson (like UTF-8) cannot carry lone surrogates; no record reaching the gate has them
 # either, because every record was Avro-decoded from UTF-8 first.

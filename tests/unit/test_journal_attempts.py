@@ -24,7 +24,7 @@ from streams.core.journal import (
     effects_of,
 )
 from streams.core.journal.errors import InvalidPolicy
-from tests.journal_harness import (
+from tests.support.journal import (
     E_CLIENT,
     ENTRY_ID,
     MINUTE,

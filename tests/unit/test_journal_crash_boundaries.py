@@ -23,7 +23,7 @@ from schemas.events import (
     RunCheckpointed,
 )
 from streams.core.journal import JournalEvent, SendRequest, effects_of
-from tests.journal_harness import (
+from tests.support.journal import (
     ENTRY_ID,
     NOTIFICATION_ID,
     PROTECTION_ID,

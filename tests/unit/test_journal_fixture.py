@@ -25,7 +25,7 @@ from schemas.events import (
 )
 from streams.core.journal import SendRequest, effects_of
 from streams.core.journal.attempts import dispatch_intent
-from tests.journal_harness import (
+from tests.support.journal import (
     E_CLIENT,
     ENTRY_ID,
     NOTIFICATION_ID,

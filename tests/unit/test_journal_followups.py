@@ -16,7 +16,7 @@ from schemas.events import (
     RunCheckpointed,
 )
 from streams.core.journal import ExposureRequest, SendRequest
-from tests.journal_harness import (
+from tests.support.journal import (
     ENTRY_ID,
     NOTIFICATION_ID,
     PROTECTION_ID,

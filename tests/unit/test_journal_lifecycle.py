@@ -18,7 +18,7 @@ from streams.core.errors import IllegalTransition, InconsistentHistory
 from streams.core.journal import ACTION_TRANSITIONS, ActionStatus, Owner, decide, evolve
 from streams.core.journal.attempts import dispatch_intent
 from streams.core.journal.lifecycle import ACTION, SETTLED, is_done
-from tests.journal_harness import ENTRY_ID, RUN, T0, dispatch, fold
+from tests.support.journal import ENTRY_ID, RUN, T0, dispatch, fold
 
 A = ActionStatus
 OWNER = Owner("gateway-1", 1)

@@ -32,7 +32,7 @@ from schemas.events import AttemptStarted, HoldResolved, ReceiptRecorded
 from streams.core.journal import ActionStatus, EffectRequest
 from streams.core.journal.lifecycle import SETTLED
 from streams.core.journal.state_codec import decode_state, encode_state
-from tests.journal_harness import MINUTE, SECOND, T0, Venue, World, dispatch, fold, recover_run
+from tests.support.journal import MINUTE, SECOND, T0, Venue, World, dispatch, fold, recover_run
 
 FAULTS = ("ok", "ok", "lost", "unknown", "unreached", "silent")
 BEHAVIOUR = ("fill", "fill", "rest", "reject")

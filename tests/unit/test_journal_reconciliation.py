@@ -14,7 +14,7 @@ from schemas.events import (
     ReceiptRecorded,
 )
 from streams.core.journal import SendRequest, effects_of, next_due_ms
-from tests.journal_harness import (
+from tests.support.journal import (
     E_CLIENT,
     ENTRY_ID,
     MINUTE,

@@ -20,7 +20,7 @@ from streams.core.journal import (
     needs_recovery,
     recovery_plan,
 )
-from tests.journal_harness import (
+from tests.support.journal import (
     E_CLIENT,
     ENTRY_ID,
     NOTIFICATION_ID,

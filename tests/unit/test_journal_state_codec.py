@@ -8,7 +8,7 @@ import pytest
 from streams.core.errors import StateFormatError, UnsupportedStateVersion
 from streams.core.journal import RunJournal
 from streams.core.journal.state_codec import STATE_FORMAT_VERSION, decode_state, encode_state
-from tests.journal_harness import SECOND, T0, World, dispatch
+from tests.support.journal import SECOND, T0, World, dispatch
 
 
 def _states() -> list[RunJournal]:

@@ -29,7 +29,7 @@ from schemas.events import WorkflowRevised
 from streams.core.workflow import WorkflowDefinition, revise, workflow_key
 from streams.kafka.topics import ensure_topics
 from streams.settings import Settings, load_settings
-from tests.kafka_helpers import read_topic
+from tests.support.kafka import read_topic
 
 REPO = Path(__file__).resolve().parents[2]
 SLUICEGATE = REPO / ".venv" / "bin" / "sluicegate"

@@ -33,9 +33,9 @@ from streams.core.workflow import parse_workflow_file, revise, workflow_key
 from streams.engine.processor import Processor
 from streams.kafka.topics import ensure_topics
 from streams.settings import Settings
-from tests.kafka_helpers import read_topic, unique_settings, wait_until
+from tests.support.kafka import read_topic, unique_settings, wait_until
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE_WORKFLOW = ROOT / "examples" / "btc-breakout.toml"
 OUTCOMES = (RunAdmitted, DeliveryDeduplicated, OccurrenceConflict, DeliveryRejected)
 T0 = parse_time("2026-11-30T12:01:00Z")

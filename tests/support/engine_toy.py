@@ -18,7 +18,7 @@ from confluent_kafka import Producer
 from streams.engine.app import InputError, Route
 from streams.engine.processor import Processor
 from streams.settings import Settings
-from tests.kafka_helpers import read_topic
+from tests.support.kafka import read_topic
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,7 @@ from consumers.venue.adapter import Attempt, VenueAdapter
 from consumers.venue.binance_spot import BinanceSpotClient
 from consumers.venue.paper import PaperVenueClient
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 API_KEY = "alice-key"
 API_SECRET = "alice-secret"
 ADMIN_TOKEN = "test-admin-token"
