@@ -11,15 +11,15 @@ A handler (see :mod:`projections.handlers`) maps one decoded record to :data:`Ro
 
 Both rules are idempotent (applying a row twice changes nothing) and, for keys fed by one
 partition or with stage-ordered ranks, independent of how topics interleave. The SQL store
-(:mod:`projections.store`) and :class:`MemoryProjection` implement the same rules from the same
-specs; tests hold them to each other.
+(:mod:`projections.store`) and the tests' in-memory projection
+(``tests/support/memory_projection.py``) implement the same rules from the same specs; tests
+hold them to each other.
 """
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal
 
 Row = dict[str, object]
@@ -258,7 +258,7 @@ META_TABLES: tuple[tuple[str, tuple[str, ...]], ...] = (
 def storable(value: Any) -> Any:
     """``value`` with NUL characters replaced by U+FFFD (PostgreSQL text cannot hold NUL).
 
-    Applied to every value on its way into the store (and into :class:`MemoryProjection`),
+    Applied to every value on its way into the store (and into the tests' in-memory projection),
     so handlers need not care; tuples become lists, as PostgreSQL arrays come back.
     """
     kind = type(value)
@@ -287,61 +287,12 @@ def reduce_rows(ops: Iterable[RowOp]) -> dict[str, list[Row]]:
         rows = reduced.setdefault(table, {})
         key = spec.key_of(row)
         current = rows.get(key)
-        if current is None or (spec.policy == "max" and _rank(row) > _rank(current)):
+        if current is None or (spec.policy == "max" and rank_of(row) > rank_of(current)):
             rows[key] = row
     return {table: list(rows.values()) for table, rows in reduced.items()}
 
 
-def _rank(row: Row) -> tuple[int, ...]:
+def rank_of(row: Row) -> tuple[int, ...]:
     rank = row["rank"]
     assert isinstance(rank, tuple | list)
     return tuple(int(x) for x in rank)
-
-
-@dataclass
-class MemoryProjection:
-    """The read model as Python dicts, with exactly the store's merge rules.
-
-    Used by the property tests as "the projection" and by the integration tests as the
-    expected content of the PostgreSQL tables.
-    """
-
-    tables: dict[str, dict[tuple[object, ...], Row]] = field(default_factory=dict)
-    counters: Counter[CounterKey] = field(default_factory=Counter)
-    offsets: dict[tuple[str, int], int] = field(default_factory=dict)
-
-    def apply(self, ops: Iterable[RowOp], offsets: Mapping[tuple[str, int], int] = {}) -> None:
-        """Apply one batch (as the store does in one transaction)."""
-        for table, rows in reduce_rows(ops).items():
-            spec = TABLES_BY_NAME[table]
-            stored = self.tables.setdefault(table, {})
-            for raw in rows:
-                row = {c: storable(v) for c, v in raw.items()}
-                key = spec.key_of(row)
-                current = stored.get(key)
-                if current is None:
-                    stored[key] = row
-                    if spec.counters is not None:
-                        self.counters.update(spec.counters(row))
-                elif spec.policy == "max" and _rank(row) > _rank(current):
-                    stored[key] = row
-        self.offsets.update(offsets)
-
-    def rows(self, table: str) -> list[Row]:
-        """The rows of ``table`` sorted by key, with array values as lists."""
-        spec = TABLES_BY_NAME[table]
-        result = []
-        for key in sorted(self.tables.get(table, {}), key=_sort_key):
-            row = self.tables[table][key]
-            result.append({c: _listify(row.get(c)) for c in spec.columns})
-        return result
-
-
-def _listify(value: object) -> object:
-    return list(value) if isinstance(value, tuple) else value
-
-
-def _sort_key(key: tuple[object, ...]) -> tuple[tuple[int, str], ...]:
-    return tuple(
-        (0, "") if v is None else (1, f"{v:020d}" if isinstance(v, int) else str(v)) for v in key
-    )

@@ -24,12 +24,12 @@ import pytest
 
 from projections import queries
 from projections.projector import Projector
-from projections.testing import cleanup
 from schemas.codec import decode
 from schemas.events import BranchLaunched, RunAdmitted
 from streams.adapters.deliveries import DeliveryProducer
 from streams.settings import Settings
 from tests.support.admission import OUTCOMES, AdmissionHarness, candle, delivery_for
+from tests.support.history import cleanup
 from tests.support.kafka import read_topic, wait_until
 
 pytestmark = pytest.mark.drill

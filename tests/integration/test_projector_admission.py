@@ -19,9 +19,9 @@ import pytest
 
 from projections import queries
 from projections.projector import Projector
-from projections.testing import cleanup
 from schemas.events import BranchLaunched, RunAdmitted, RunStatusChanged
 from tests.support.admission import AdmissionHarness, candle
+from tests.support.history import cleanup
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
 

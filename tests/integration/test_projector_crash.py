@@ -31,9 +31,10 @@ from projections.errors import ProjectionError
 from projections.projector import Projector
 from projections.rebuild import compare_schemas, stored_offsets
 from projections.store import Offsets
-from projections.testing import build_history, cleanup, produce_history, unique_settings
 from streams.kafka.topics import ensure_topics
 from streams.settings import Settings
+from tests.support.history import build_history, cleanup, produce_history
+from tests.support.kafka import unique_settings
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
 
@@ -42,7 +43,7 @@ SLUICEGATE = str(Path(sys.executable).parent / "sluicegate")
 
 @pytest.fixture
 def settings() -> Iterator[Settings]:
-    s = unique_settings()
+    s = unique_settings(partitions=6)
     ensure_topics(s)
     yield s
     cleanup(s)

@@ -19,20 +19,22 @@ from psycopg import sql
 from projections.db import connect, schema_name
 from projections.handlers import Source, project
 from projections.migrate import migrations
-from projections.model import TABLES, MemoryProjection
+from projections.model import TABLES
 from projections.projector import Projector
 from projections.sources import source_topics
-from projections.testing import build_history, cleanup, produce_history, table_rows, unique_settings
 from streams.adapters.replay import read_topics
 from streams.kafka.topics import ensure_topics
 from streams.settings import Settings
+from tests.support.history import build_history, cleanup, produce_history, table_rows
+from tests.support.kafka import unique_settings
+from tests.support.memory_projection import MemoryProjection
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 
 
 @pytest.fixture
 def settings() -> Iterator[Settings]:
-    s = unique_settings()
+    s = unique_settings(partitions=6)
     ensure_topics(s)
     yield s
     cleanup(s)

@@ -18,9 +18,10 @@ from psycopg import sql
 from projections.db import REBUILD_SUFFIX, connect, schema_exists, schema_name
 from projections.projector import Projector
 from projections.rebuild import rebuild, stored_offsets
-from projections.testing import build_history, cleanup, produce_history, unique_settings
 from streams.kafka.topics import ensure_topics
 from streams.settings import Settings
+from tests.support.history import build_history, cleanup, produce_history
+from tests.support.kafka import unique_settings
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 
@@ -29,7 +30,7 @@ SLUICEGATE = str(Path(sys.executable).parent / "sluicegate")
 
 @pytest.fixture
 def settings() -> Iterator[Settings]:
-    s = unique_settings()
+    s = unique_settings(partitions=6)
     ensure_topics(s)
     rng = random.Random(21)
     produce_history(s, build_history(rng, 80), rng=rng)
@@ -146,7 +147,7 @@ def _wait_until(predicate: Callable[[], bool], timeout_s: float = 60.0) -> None:
 
 
 def test_verify_without_a_live_projection_says_what_to_do() -> None:
-    settings = unique_settings()
+    settings = unique_settings(partitions=6)
     done = _cli(settings, "projections", "rebuild", "--verify")
     assert done.returncode == 1
     assert "no live projection" in done.stderr

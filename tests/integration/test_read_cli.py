@@ -21,7 +21,6 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from projections.projector import Projector
 from projections.queries import STATS_KEYS
 from projections.sources import source_topics
-from projections.testing import Emitted, build_history, cleanup, produce_history, unique_settings
 from schemas.codec import decode, encode
 from schemas.commands import AdmitDelivery, AuthorizeRerun
 from schemas.events import BranchLaunched, DeliveryRejected, RunAdmitted
@@ -29,6 +28,8 @@ from sluicegate.cli import main
 from streams.adapters.replay import read_topics
 from streams.kafka.topics import ensure_topics
 from streams.settings import Settings
+from tests.support.history import Emitted, build_history, cleanup, produce_history
+from tests.support.kafka import unique_settings
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 
@@ -40,7 +41,7 @@ class World:
     """One projected history shared by the tests of this module (read-only for them)."""
 
     def __init__(self) -> None:
-        self.settings = unique_settings()
+        self.settings = unique_settings(partitions=6)
         ensure_topics(self.settings)
         rng = random.Random(31)
         self.history = build_history(rng, 60)
@@ -203,7 +204,7 @@ def test_stats_json_has_exactly_the_contract_keys(
 def test_read_commands_without_a_projection_say_what_to_do(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("SLUICEGATE_TOPIC_PREFIX", unique_settings().topic_prefix)
+    monkeypatch.setenv("SLUICEGATE_TOPIC_PREFIX", unique_settings(partitions=6).topic_prefix)
     code, _, err = run_cli(capsys, "stats")
     assert code == 1
     assert "there is no projection" in err and "sluicegate projector" in err

@@ -15,17 +15,18 @@ from aiohttp.test_utils import TestClient, TestServer
 from projections.http import add_read_routes
 from projections.projector import Projector
 from projections.queries import STATS_KEYS
-from projections.testing import build_history, cleanup, produce_history, unique_settings
 from schemas.events import DeliveryDeduplicated, RunAdmitted
 from streams.kafka.topics import ensure_topics
 from streams.settings import Settings
+from tests.support.history import build_history, cleanup, produce_history
+from tests.support.kafka import unique_settings
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 
 
 class World:
     def __init__(self) -> None:
-        self.settings = unique_settings()
+        self.settings = unique_settings(partitions=6)
         ensure_topics(self.settings)
         rng = random.Random(41)
         self.history = build_history(rng, 40)
@@ -120,7 +121,7 @@ def test_stats_and_metrics(world: World) -> None:
 
 
 def test_no_projection_is_a_503_with_the_error_shape() -> None:
-    settings = unique_settings()
+    settings = unique_settings(partitions=6)
 
     async def body(client: TestClient[Any, Any]) -> None:
         for path in ("/v1/stats", "/v1/runs/x", "/v1/occurrences/x", "/metrics"):

@@ -22,10 +22,11 @@ import aiohttp
 import pytest
 
 from projections.projector import Projector
-from projections.testing import build_history, cleanup, produce_history, unique_settings
 from schemas.events import RunAdmitted
 from streams.kafka.topics import ensure_topics
 from streams.settings import Settings
+from tests.support.history import build_history, cleanup, produce_history
+from tests.support.kafka import unique_settings
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
 
@@ -48,7 +49,7 @@ class World:
 
 @pytest.fixture(scope="module")
 def world() -> Iterator[World]:
-    settings = unique_settings()
+    settings = unique_settings(partitions=6)
     ensure_topics(settings)
     rng = random.Random(7)
     history = build_history(rng, 6)

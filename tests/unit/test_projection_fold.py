@@ -18,9 +18,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from projections.handlers import Source, project
-from projections.model import TABLES_BY_NAME, MemoryProjection, RowOp
-from projections.testing import Emitted, build_history
-from schemas.commands import AdmitDelivery, AuthorizeRerun
+from projections.model import TABLES_BY_NAME, RowOp
+from schemas.commands import (
+    AdmitDelivery,
+    AuthorizeRerun,
+    ReportBranchCompleted,
+    ReportBranchFailed,
+    ReportBranchSkipped,
+    ReportBranchStarted,
+)
 from schemas.events import (
     AdmissionRecordEvicted,
     BranchCompleted,
@@ -37,8 +43,11 @@ from schemas.events import (
     RunStatusChanged,
     WorkflowRevised,
 )
+from tests.support.history import Emitted, build_history
+from tests.support.memory_projection import MemoryProjection
 
 Positioned = tuple[Source, Emitted]
+CLAIMS = (ReportBranchStarted, ReportBranchCompleted, ReportBranchFailed, ReportBranchSkipped)
 
 
 def place(history: list[Emitted], partitions: int) -> list[Positioned]:
@@ -244,6 +253,11 @@ def fold(placed: list[Positioned]) -> tuple[dict[str, dict[Any, dict[str, Any]]]
                 at_ms=at,
             )
             slot(r, kind, at, r.worker, detail)
+        elif isinstance(
+            r,
+            ReportBranchStarted | ReportBranchCompleted | ReportBranchFailed | ReportBranchSkipped,
+        ):
+            continue  # a worker's claim; only the fact the processor accepted counts
         elif isinstance(r, RerunRejected):
             t["rerun_rejections"][(r.request_id,)] = _row(**vars(r))
         elif isinstance(r, AdmissionRecordEvicted):

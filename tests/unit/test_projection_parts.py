@@ -8,7 +8,7 @@ from projections.db import REBUILD_SUFFIX, schema_name
 from projections.handlers import HANDLERS, Source, project, record_time_ms
 from projections.metrics import render
 from projections.migrate import migrations
-from projections.model import TABLES, MemoryProjection, RowOp, reduce_rows, storable
+from projections.model import TABLES, RowOp, reduce_rows, storable
 from projections.rebuild import Difference
 from schemas.events import (
     ActionDispatched,
@@ -26,6 +26,7 @@ from schemas.events import (
 from schemas.records import RECORD_CLASSES
 from streams.adapters.replay import ReplayFilter, csv_columns, parse_time
 from streams.errors import InvalidFilter
+from tests.support.memory_projection import MemoryProjection
 
 
 def test_schema_names_are_safe_identifiers_that_fit() -> None:

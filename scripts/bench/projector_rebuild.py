@@ -1,7 +1,9 @@
-"""Measure the projector and the rebuild on the local stack: ``python -m projections.bench``.
+#!/usr/bin/env python3
+"""Measure the projector and the rebuild on the local stack.
 
-Writes a generated history (:mod:`projections.testing`) under a fresh topic prefix, projects
-it, rebuilds and verifies it, prints the timings and removes everything again (topics and
+``python scripts/bench/projector_rebuild.py --occurrences 5000`` writes a history made by the
+real admission core (``tests/support/history.py``) under a fresh topic prefix, projects it,
+rebuilds and verifies it, prints the timings and removes everything again (topics and
 schemas) unless ``--keep`` is given.
 """
 
@@ -10,12 +12,19 @@ from __future__ import annotations
 import argparse
 import io
 import random
+import sys
 import time
+from pathlib import Path
 
-from projections.projector import Projector
-from projections.rebuild import rebuild
-from projections.testing import build_history, cleanup, produce_history, unique_settings
-from streams.kafka.topics import ensure_topics
+REPO_ROOT = Path(__file__).resolve().parents[2]
+if str(REPO_ROOT) not in sys.path:
+    sys.path.insert(0, str(REPO_ROOT))
+
+from projections.projector import Projector  # noqa: E402
+from projections.rebuild import rebuild  # noqa: E402
+from streams.kafka.topics import ensure_topics  # noqa: E402
+from tests.support.history import build_history, cleanup, produce_history  # noqa: E402
+from tests.support.kafka import unique_settings  # noqa: E402
 
 
 def main() -> None:
@@ -24,7 +33,7 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=2000)
     parser.add_argument("--keep", action="store_true", help="keep the topics and schemas")
     args = parser.parse_args()
-    settings = unique_settings()
+    settings = unique_settings(partitions=6)
     ensure_topics(settings)
     rng = random.Random(1)
     try:

@@ -1,6 +1,7 @@
+#!/usr/bin/env python3
 """Latency of a place + query round trip through a venue adapter.
 
-``python -m consumers.venue.bench --spawn`` starts a paper venue on a free port with a fresh
+``python scripts/bench/venue_latency.py --spawn`` starts a paper venue on a free port with a fresh
 state directory (default configuration), then places ``--n`` small MARKET orders one after the
 other, querying each by client order id, and prints p50/p90/p99/max in milliseconds for the
 placement, the query and the pair. ``--url`` measures a venue that is already running instead.
@@ -78,7 +79,7 @@ def _spawn(state: str) -> tuple[subprocess.Popen[bytes], str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m consumers.venue.bench", description=__doc__)
+    parser = argparse.ArgumentParser(prog="scripts/bench/venue_latency.py", description=__doc__)
     parser.add_argument("--url", default="http://127.0.0.1:8090")
     parser.add_argument("--spawn", action="store_true", help="start a paper venue for the run")
     parser.add_argument("--adapter", choices=["binance", "paper", "both"], default="both")
