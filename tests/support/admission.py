@@ -42,7 +42,7 @@ T0 = parse_time("2026-11-30T12:01:00Z")
 
 
 def candle(**overrides: object) -> dict[str, object]:
-    """The CONTRACT's example delivery body; overrides replace fields (None removes one)."""
+    """The README's example delivery body; overrides replace fields (None removes one)."""
     body: dict[str, object] = {
         "source": "tradingview",
         "venue": "binance",

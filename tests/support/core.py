@@ -1,6 +1,6 @@
 """Shared builders for the ``test_core_*`` tests (no tests in this module).
 
-The workflow is CONTRACT.md's example; payloads are candle triggers like its delivery
+The workflow is the README's example; payloads are candle triggers like its delivery
 example. A :class:`Processor` folds commands through ``decide`` + ``evolve`` per admission key
 the way the engine does, optionally round-tripping state through the codec after every step
 (as the changelog would), and records every event it produced.
@@ -73,7 +73,7 @@ def contract_document() -> dict[str, Any]:
 
 
 def workflow(revision: int = 1, **overrides: Any) -> WorkflowRevised:
-    """CONTRACT.md's workflow as a WorkflowRevised, with field overrides."""
+    """The README's example workflow as a WorkflowRevised, with field overrides."""
     [definition] = parse_workflow_file(contract_document())
     revised = revise(None, definition, now=T0 - 86_400_000)
     assert revised is not None
@@ -81,7 +81,7 @@ def workflow(revision: int = 1, **overrides: Any) -> WorkflowRevised:
 
 
 def candle(open_time: object = "2026-11-30T12:00:00Z", **overrides: object) -> dict[str, object]:
-    """A candle-trigger payload (CONTRACT.md's delivery example)."""
+    """A candle-trigger payload (the README's delivery example)."""
     payload: dict[str, object] = {
         "source": "tradingview",
         "venue": "binance",

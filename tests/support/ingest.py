@@ -65,7 +65,7 @@ def breakout(
     token_env: str | None = None,
     hmac_env: str | None = None,
 ) -> WorkflowRevised:
-    """The CONTRACT.md example workflow (candle identity) for ``subscription``."""
+    """The README's example workflow (candle identity) for ``subscription``."""
     definition = WorkflowDefinition(
         subscription=subscription,
         environment=environment,
