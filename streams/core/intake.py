@@ -51,9 +51,9 @@ def intake(
     """The ``AdmitDelivery`` for one delivery of ``payload`` to ``workflow``'s destination, or
     the :class:`~streams.core.errors.Refusal` admission would answer it with (see the module
     docstring for the steps). ``now_ms`` is the door's clock, for the future-time check."""
-    fields = map_fields(
-        {k: v for k, v in payload.items() if k != TOKEN_FIELD}, declared_fields(workflow)
-    )
+    if TOKEN_FIELD in payload:
+        payload = {k: v for k, v in payload.items() if k != TOKEN_FIELD}
+    fields = map_fields(payload, declared_fields(workflow))
     try:
         occurrence = identify(workflow, fields)
     except IdentityError as e:
