@@ -8,7 +8,14 @@ Modules: :mod:`.connection` (the reader and shared helpers), :mod:`.runs`,
 :mod:`.occurrences`, :mod:`.counts`; every query is importable from here.
 """
 
-from projections.queries.connection import PROJECTOR_HINT, Json, ensure_readable, iso, reader
+from projections.queries.connection import (
+    PROJECTOR_HINT,
+    Json,
+    ensure_readable,
+    found,
+    iso,
+    reader,
+)
 from projections.queries.counts import (
     BY_REASON,
     STATS_KEYS,
@@ -25,6 +32,7 @@ __all__ = [
     "STATS_KEYS",
     "Json",
     "ensure_readable",
+    "found",
     "get_occurrence",
     "get_offsets",
     "get_parked_count",

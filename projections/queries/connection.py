@@ -6,10 +6,10 @@ Every query passes user-supplied values as parameters; identifiers go through
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 
 import orjson
 import psycopg
@@ -17,10 +17,11 @@ from psycopg import sql
 from psycopg.rows import dict_row
 
 from projections.db import connect, describe_dsn, schema_exists, schema_name
-from projections.errors import ProjectionUnavailable
+from projections.errors import NotInProjection, ProjectionUnavailable
 from streams.settings import Settings
 
 Json = dict[str, Any]
+T = TypeVar("T")
 
 
 PROJECTOR_HINT = "is `sluicegate projector` running and caught up?"
@@ -48,6 +49,21 @@ def reader(settings: Settings) -> Iterator[tuple[psycopg.Connection[Any], str]]:
         yield conn, schema
     finally:
         conn.close()
+
+
+def found(
+    settings: Settings,
+    what: str,
+    ident: str,
+    query: Callable[[psycopg.Connection[Any], str, str], T | None],
+) -> T:
+    """``query(conn, schema, ident)`` on the projection; :class:`NotInProjection` (saying what
+    to check) when it finds nothing."""
+    with reader(settings) as (conn, schema):
+        result = query(conn, schema, ident)
+    if result is None:
+        raise NotInProjection(what, ident, PROJECTOR_HINT)
+    return result
 
 
 def ensure_readable(conn: psycopg.Connection[Any], schema: str, settings: Settings) -> None:

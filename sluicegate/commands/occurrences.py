@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 
 from projections import queries
-from projections.errors import NotInProjection
 from sluicegate.output import clip, print_json, print_pairs, print_table
 from streams.settings import load_settings
 
@@ -20,11 +19,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def cmd_occurrences_show(args: argparse.Namespace) -> int:
-    settings = load_settings()
-    with queries.reader(settings) as (conn, schema):
-        found = queries.get_occurrence(conn, schema, args.key)
-    if found is None:
-        raise NotInProjection("occurrence or delivery", args.key, queries.PROJECTOR_HINT)
+    found = queries.found(
+        load_settings(), "occurrence or delivery", args.key, queries.get_occurrence
+    )
     if args.json:
         print_json(found)
         return 0

@@ -16,7 +16,7 @@ from typing import Any
 from confluent_kafka import KafkaException
 
 from projections import queries
-from projections.errors import NotInProjection, ProjectionError
+from projections.errors import ProjectionError
 from schemas.codec import encode
 from schemas.commands import AuthorizeRerun
 from schemas.topics import DELIVERIES
@@ -51,11 +51,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def cmd_runs_show(args: argparse.Namespace) -> int:
-    settings = load_settings()
-    with queries.reader(settings) as (conn, schema):
-        run = queries.get_run(conn, schema, args.run_id)
-    if run is None:
-        raise NotInProjection("run", args.run_id, queries.PROJECTOR_HINT)
+    run = queries.found(load_settings(), "run", args.run_id, queries.get_run)
     if args.json:
         print_json(run)
         return 0
@@ -132,11 +128,7 @@ def _summary(record: dict[str, Any]) -> str:
 
 
 def cmd_runs_timeline(args: argparse.Namespace) -> int:
-    settings = load_settings()
-    with queries.reader(settings) as (conn, schema):
-        events = queries.get_timeline(conn, schema, args.run_id)
-    if events is None:
-        raise NotInProjection("run", args.run_id, queries.PROJECTOR_HINT)
+    events = queries.found(load_settings(), "run", args.run_id, queries.get_timeline)
     if args.json:
         for event in events:
             print_json(event)
@@ -160,10 +152,7 @@ def cmd_runs_rerun(args: argparse.Namespace) -> int:
     settings = load_settings()
     if not args.reason.strip():
         raise ProjectionError("--reason must say why the run is rerun")
-    with queries.reader(settings) as (conn, schema):
-        key = queries.run_admission_key(conn, schema, args.run_id)
-    if key is None:
-        raise NotInProjection("run", args.run_id, queries.PROJECTOR_HINT)
+    key = queries.found(settings, "run", args.run_id, queries.run_admission_key)
     request = AuthorizeRerun(
         request_id=uuid.uuid4().hex,
         admission_key=key,

@@ -35,8 +35,6 @@ from schemas.events import (
     BranchRelaunched,
     BranchSkipped,
     BranchStarted,
-    DeliveryRejected,
-    RerunRejected,
     WorkflowRevised,
 )
 from schemas.topics import ADMISSION_CHANGELOG, BRANCH_RESULTS, DELIVERIES, RUNS, TASKS, TopicSpec
@@ -159,26 +157,7 @@ class AdmissionApp:
     ) -> Sequence[admission.AdmissionEvent]:
         detail = f"the admission could not be recorded: {reason}"[:_DETAIL_CHARS]
         if isinstance(record, AdmitDelivery):
-            return [
-                DeliveryRejected(
-                    delivery_id=record.delivery_id,
-                    admission_key=record.admission_key,
-                    subscription=record.subscription,
-                    environment=record.environment,
-                    reason=CANNOT_BE_RECORDED,
-                    detail=detail,
-                    received_at_ms=record.received_at_ms,
-                    decided_at_ms=now_ms,
-                )
-            ]
+            return admission.reject(record, CANNOT_BE_RECORDED, detail, now_ms)
         if isinstance(record, AuthorizeRerun):
-            return [
-                RerunRejected(
-                    request_id=record.request_id,
-                    admission_key=record.admission_key,
-                    run_id=record.run_id,
-                    reason=CANNOT_BE_RECORDED,
-                    decided_at_ms=now_ms,
-                )
-            ]
+            return admission.reject_rerun(record, CANNOT_BE_RECORDED, now_ms)
         return []

@@ -23,7 +23,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import random
-import tomllib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -53,42 +52,17 @@ from streams.core.admission import (
     next_due_ms,
 )
 from streams.core.durations import format_time
-from streams.core.errors import Refusal
-from streams.core.intake import intake
 from streams.core.lifecycle import BRANCH
 from streams.core.workflow import parse_workflow_file, revise, workflow_key
 from streams.kafka.clients import admin_client, transactional_producer
 from streams.settings import Settings
-from tests.support.core import Processor
+from tests.support.admission import delivery_for
+from tests.support.core import Processor, contract_document
 
 BASE_MS = 1_780_000_000_000
 SUBSCRIPTIONS = (("btc-breakout", "paper"), ("eth-revert", "live"))
 DAY_MS = 86_400_000
 TIMEOUT_MS = 30_000
-
-WORKFLOW = """
-[[workflow]]
-subscription = "{subscription}"
-environment  = "{environment}"
-slots        = ["analysis", "signal", "journal"]
-branch_timeout = "30s"
-retention    = "7d"
-
-[workflow.identity]
-event_id = "event_id"
-derived  = ["venue", "instrument", "interval", "candle_open", "rule"]
-
-[workflow.content]
-immutable = ["side", "rule", "price"]
-
-[workflow.validity]
-source_time = "candle_close"
-window = "{window}"
-
-[workflow.scope]
-fields = ["account", "instrument", "side"]
-sequence = "candle_open"
-"""
 
 
 @dataclass(frozen=True)
@@ -103,11 +77,14 @@ class Emitted:
 def workflow(
     subscription: str, environment: str, at_ms: int, current: WorkflowRevised | None = None
 ) -> WorkflowRevised:
-    """The destination's next revision as ``sluicegate workflows apply`` writes it (a second
-    revision changes the validity window only, so identities stay the same)."""
-    window = "5s" if current is None else "7s"
-    text = WORKFLOW.format(subscription=subscription, environment=environment, window=window)
-    (definition,) = parse_workflow_file(tomllib.loads(text))
+    """The README's example workflow for a destination, as ``sluicegate workflows apply``
+    writes its next revision (a second one changes the validity window only, so identities
+    stay the same)."""
+    document = contract_document()
+    table = document["workflow"][0]
+    table.update(subscription=subscription, environment=environment)
+    table["validity"]["window"] = "5s" if current is None else "7s"
+    (definition,) = parse_workflow_file(document)
     revised = revise(current, definition, at_ms)
     assert revised is not None
     return revised
@@ -227,15 +204,9 @@ class _Occurrence:
             payload["price"] = "97001"  # same identity, other immutable content: a conflict
         received = self.clock.tick(self.rng)
         channel = self.rng.choice(("http", "publish"))
-        taken = intake(
-            payload,
-            wf,
-            delivery_id=delivery_id,
-            received_at_ms=received,
-            channel=channel,
-            now_ms=received,
+        taken = delivery_for(
+            wf, payload, delivery_id=delivery_id, received_at_ms=received, channel=channel
         )
-        assert not isinstance(taken, Refusal), taken
         self.key = taken.admission_key
         decided = self.clock.tick(self.rng)
         # unknown_subscription: a door had read the workflow, the processor not yet.

@@ -4,36 +4,14 @@ from __future__ import annotations
 
 from consumers.ingest.outcomes import outcome_of
 from projections.handlers import Source, project
-from schemas.events import (
-    DeliveryDeduplicated,
-    DeliveryRejected,
-    OccurrenceConflict,
-    RunAdmitted,
-)
+from schemas.events import DeliveryDeduplicated, DeliveryRejected, OccurrenceConflict
+from streams.core.admission import Admit
+from tests.support.core import MINUTE, T0, Processor, candle, delivery, workflow
 
-ADMITTED = RunAdmitted(
-    run_id="run-1",
-    admission_key="k",
-    delivery_id="d-1",
-    subscription="s",
-    environment="paper",
-    workflow_revision=1,
-    source="tradingview",
-    event_id=None,
-    content_digest="c",
-    source_time_ms=1,
-    expires_at_ms=2,
-    validity_source_time="candle_close",
-    validity_window_ms=1,
-    slots=("signal",),
-    scope_key=None,
-    sequence=None,
-    payload_json="{}",
-    rerun_number=0,
-    rerun_of=None,
-    rerun_reason=None,
-    admitted_at_ms=3,
-)
+WORKFLOW = workflow()
+ADMITTED = Processor().handle(
+    Admit(delivery(WORKFLOW, candle(), "d-1", T0 + MINUTE), WORKFLOW), T0 + MINUTE
+)[0]
 OUTCOMES = (
     ADMITTED,
     DeliveryDeduplicated("d-2", "k", "run-1", "in_flight", 4, 5),

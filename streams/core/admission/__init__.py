@@ -55,6 +55,7 @@ in that order. Rerun rejection reasons: ``unknown_run``, ``duplicate_request``,
 """
 
 from streams.core.admission.branches import PROCESSOR_WORKER
+from streams.core.admission.builders import reject, reject_rerun
 from streams.core.admission.commands import (
     AdmissionEvent,
     Admit,
@@ -92,4 +93,6 @@ __all__ = [
     "decide",
     "evolve",
     "next_due_ms",
+    "reject",
+    "reject_rerun",
 ]

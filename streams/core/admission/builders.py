@@ -4,8 +4,14 @@ from __future__ import annotations
 
 import orjson
 
-from schemas.commands import AdmitDelivery
-from schemas.events import BranchLaunched, DeliveryRejected, RunAdmitted, WorkflowRevised
+from schemas.commands import AdmitDelivery, AuthorizeRerun
+from schemas.events import (
+    BranchLaunched,
+    DeliveryRejected,
+    RerunRejected,
+    RunAdmitted,
+    WorkflowRevised,
+)
 from streams.core.admission.commands import AdmissionEvent
 from streams.core.admission.state import RunState
 from streams.core.errors import InconsistentHistory
@@ -22,6 +28,19 @@ def reject(delivery: AdmitDelivery, reason: str, detail: str, now: int) -> list[
             reason=reason,
             detail=detail,
             received_at_ms=delivery.received_at_ms,
+            decided_at_ms=now,
+        )
+    ]
+
+
+def reject_rerun(request: AuthorizeRerun, reason: str, now: int) -> list[AdmissionEvent]:
+    """``RerunRejected`` for ``request`` with its reason."""
+    return [
+        RerunRejected(
+            request_id=request.request_id,
+            admission_key=request.admission_key,
+            run_id=request.run_id,
+            reason=reason,
             decided_at_ms=now,
         )
     ]

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from schemas.events import RerunRejected
-from streams.core.admission.builders import launches, run_admitted
+from streams.core.admission.builders import launches, reject_rerun, run_admitted
 from streams.core.admission.commands import AdmissionEvent, Rerun
 from streams.core.admission.state import OccurrenceState
 from streams.core.identity import run_id_for
@@ -24,15 +23,7 @@ def decide_rerun(state: OccurrenceState | None, command: Rerun, now: int) -> lis
     request = command.request
 
     def rejected(reason: str) -> list[AdmissionEvent]:
-        return [
-            RerunRejected(
-                request_id=request.request_id,
-                admission_key=request.admission_key,
-                run_id=request.run_id,
-                reason=reason,
-                decided_at_ms=now,
-            )
-        ]
+        return reject_rerun(request, reason, now)
 
     if state is None or state.run(request.run_id) is None:
         return rejected(RERUN_UNKNOWN_RUN)
