@@ -32,7 +32,6 @@ traceback.
 from __future__ import annotations
 
 import asyncio
-import logging
 import time
 from collections.abc import Callable, Mapping
 from typing import Protocol
@@ -75,9 +74,6 @@ from streams.core.reasons import (
     REJECT_SOURCE_TIME_IN_FUTURE,
 )
 from streams.settings import Settings
-
-log = logging.getLogger("sluicegate.ingest")
-access_log = logging.getLogger("sluicegate.ingest.access")
 
 HOOK_PATH = "/v1/hooks/{subscription}"
 
