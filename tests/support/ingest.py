@@ -29,7 +29,7 @@ from schemas.events import WorkflowRevised
 from streams.core.workflow import WorkflowDefinition, revise, workflow_key
 from streams.kafka.topics import ensure_topics
 from streams.settings import Settings, load_settings
-from tests.support.kafka import read_topic
+from tests.support.kafka import new_prefix, read_topic
 
 REPO = Path(__file__).resolve().parents[2]
 SLUICEGATE = REPO / ".venv" / "bin" / "sluicegate"
@@ -40,7 +40,7 @@ Client = TestClient[web.Request, web.Application]
 def fresh_env(partitions: int = 3) -> dict[str, str]:
     """Environment variables for an isolated run: prefix ``t-<uuid8>.``, private state dir,
     and no read listener (its default port would be shared by every test's ``ingest``)."""
-    prefix = f"t-{uuid.uuid4().hex[:8]}."
+    prefix = new_prefix()
     return {
         "SLUICEGATE_KAFKA": os.environ.get("SLUICEGATE_KAFKA", "127.0.0.1:9092"),
         "SLUICEGATE_TOPIC_PREFIX": prefix,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import time
 import uuid
 from collections.abc import Iterable
@@ -12,10 +13,42 @@ from confluent_kafka.cimpl import NewTopic
 
 from streams.settings import Settings, load_settings
 
+# Every prefix this test process handed out; the session's end deletes their topics
+# (tests/conftest.py), so a developer's broker does not pile up test partitions.
+ISSUED_PREFIXES: set[str] = set()
+
+
+def new_prefix() -> str:
+    """A topic prefix no other test uses, remembered for the end-of-session cleanup."""
+    prefix = f"t-{uuid.uuid4().hex[:10]}."
+    ISSUED_PREFIXES.add(prefix)
+    return prefix
+
+
+def delete_issued_topics(settings: Settings, timeout_s: float = 60.0) -> int:
+    """Delete every topic under a prefix this process issued; the number deleted.
+
+    Best effort: a broker that is down or slow leaves the topics for ``make reset``.
+    """
+    if not ISSUED_PREFIXES:
+        return 0
+    admin = AdminClient(settings.kafka_config())
+    names = [
+        name
+        for name in admin.list_topics(timeout=10).topics
+        if any(name.startswith(prefix) for prefix in ISSUED_PREFIXES)
+    ]
+    if names:
+        for future in admin.delete_topics(names, operation_timeout=timeout_s).values():
+            # Cleanup never fails the session; what it leaves, `make reset` removes.
+            with contextlib.suppress(Exception):
+                future.result()
+    return len(names)
+
 
 def unique_settings(partitions: int = 3, **env: str) -> Settings:
     """Settings with a topic prefix no other test uses, and a private state directory."""
-    prefix = f"t-{uuid.uuid4().hex[:10]}."
+    prefix = new_prefix()
     base = {
         "SLUICEGATE_TOPIC_PREFIX": prefix,
         "SLUICEGATE_PARTITIONS": str(partitions),
