@@ -34,8 +34,9 @@ class FaustWorker:
     def __init__(self, harness: AdmissionHarness, workdir: Path) -> None:
         self.calls = workdir / "calls.txt"
         self.calls.touch()
-        self.log = workdir / "faust.log"
-        env = {
+        self.workdir = workdir
+        self.starts = 0
+        self.env = {
             **os.environ,
             "SLUICEGATE_TOPIC_PREFIX": harness.settings.topic_prefix,
             "SLUICEGATE_PARTITIONS": str(harness.settings.partitions),
@@ -43,10 +44,15 @@ class FaustWorker:
             "FAUST_TEST_CALLS": str(self.calls),
             "FAUST_TEST_DEADLINE_SLOTS": "expiring",
         }
+        self.start()
+
+    def start(self) -> None:
+        self.starts += 1
+        self.log = self.workdir / f"faust-{self.starts}.log"
         self.process = subprocess.Popen(
             [sys.executable, "-m", "tests.support.faust_worker", "worker", "-l", "info"],
             cwd=REPO,
-            env=env,
+            env=self.env,
             stdout=self.log.open("wb"),
             stderr=subprocess.STDOUT,
         )
@@ -166,3 +172,15 @@ def test_the_faust_worker_serves_launched_slots_once_each_and_honours_the_contra
     skipped = [r for r in reports if isinstance(r, ReportBranchSkipped) and r.run_id == expired]
     assert [(r.slot, r.reason) for r in skipped] == [("expiring", "expired_at_dequeue")]
     assert not [r for r in reports if getattr(r, "run_id", "") == aborted]
+
+    # 6. After a restart the table is restored from its changelog: a copy is still answered.
+    worker.stop()
+    worker.start()
+    # Records produced while a restarted Faust worker still rebalances can sit unhandled, their
+    # offset uncommitted, until the next rebalance (seen in 1 of 4 runs with Faust's own
+    # transport too; the README says so): this test is about the table, so it waits.
+    _wait("the restarted worker ready", worker, lambda: "Worker]: Ready" in worker.log.read_text())
+    producer.produce(tasks, key=key, value=encode(launched))
+    last = sentinel()
+    _wait("the sentinel after the restart", worker, lambda: last in worker.called())
+    assert worker.called().count(original) == 1
