@@ -10,7 +10,7 @@ PYTEST_ARGS ?=
 $(BIN)/.installed: pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[dev]'
+	$(BIN)/pip install -q -e '.[dev,faust]'
 	@touch $@
 
 install: $(BIN)/.installed

@@ -162,37 +162,16 @@ class BranchWorker:
         return handled
 
     def _handle(self, launched: BranchLaunched | BranchRelaunched) -> None:
-        payload = orjson.loads(launched.payload_json)
-        task = Task(
-            run_id=launched.run_id,
-            admission_key=launched.admission_key,
-            slot=launched.slot,
-            attempt=launched.attempt,
-            workflow_revision=launched.workflow_revision,
-            expires_at_ms=launched.expires_at_ms,
-            payload=payload if isinstance(payload, dict) else {},
-        )
-        who = (task.run_id, task.admission_key, task.slot, task.attempt, self.name)
-        now = self.clock()
-        checks_deadline = self.deadline_slots is None or task.slot in self.deadline_slots
-        if checks_deadline and now + self.clock_uncertainty_ms >= task.expires_at_ms:
-            self._report(ReportBranchSkipped(*who, EXPIRED_AT_DEQUEUE, now))
-            return
-        self._report(ReportBranchStarted(*who, now))
-        try:
-            outcome = self.handler(task)
-        except BranchError as e:
-            self._report(ReportBranchFailed(*who, str(e), self.clock()))
-            return
-        except Exception as e:  # a handler bug fails the branch, not the worker
-            log.exception("handler failed for %s/%s", task.run_id, task.slot)
-            self._report(ReportBranchFailed(*who, f"{type(e).__name__}: {e}", self.clock()))
-            return
-        if isinstance(outcome, Skip):
-            self._report(ReportBranchSkipped(*who, outcome.reason, self.clock()))
-        else:
-            result = orjson.dumps(outcome, option=orjson.OPT_SORT_KEYS).decode()
-            self._report(ReportBranchCompleted(*who, result, self.clock()))
+        checks_deadline = self.deadline_slots is None or launched.slot in self.deadline_slots
+        for report in run_task(
+            launched,
+            self.handler,
+            worker=self.name,
+            clock=self.clock,
+            clock_uncertainty_ms=self.clock_uncertainty_ms,
+            checks_deadline=checks_deadline,
+        ):
+            self._report(report)
 
     def _report(
         self,
@@ -209,6 +188,51 @@ class BranchWorker:
                 return
             except BufferError:
                 self._producer.poll(0.05)
+
+
+def run_task(
+    launched: BranchLaunched | BranchRelaunched,
+    handler: Handler,
+    *,
+    worker: str,
+    clock: Callable[[], int],
+    clock_uncertainty_ms: int,
+    checks_deadline: bool = True,
+) -> list[Report]:
+    """The reports for one task, in the order they must be sent; no IO of its own.
+
+    An expired task (``now + clock_uncertainty >= expires_at`` when ``checks_deadline``) gives
+    one ``ReportBranchSkipped(expired_at_dequeue)`` and the handler is never called; otherwise
+    ``ReportBranchStarted`` and then exactly one of completed, failed (the handler raised) or
+    skipped (the handler returned :class:`Skip`). Every worker front end (this module's
+    :class:`BranchWorker`, the Faust bridge) sends what this returns, so they keep one contract.
+    """
+    payload = orjson.loads(launched.payload_json)
+    task = Task(
+        run_id=launched.run_id,
+        admission_key=launched.admission_key,
+        slot=launched.slot,
+        attempt=launched.attempt,
+        workflow_revision=launched.workflow_revision,
+        expires_at_ms=launched.expires_at_ms,
+        payload=payload if isinstance(payload, dict) else {},
+    )
+    who = (task.run_id, task.admission_key, task.slot, task.attempt, worker)
+    now = clock()
+    if checks_deadline and now + clock_uncertainty_ms >= task.expires_at_ms:
+        return [ReportBranchSkipped(*who, EXPIRED_AT_DEQUEUE, now)]
+    started = ReportBranchStarted(*who, now)
+    try:
+        outcome = handler(task)
+    except BranchError as e:
+        return [started, ReportBranchFailed(*who, str(e), clock())]
+    except Exception as e:  # a handler bug fails the branch, not the worker
+        log.exception("handler failed for %s/%s", task.run_id, task.slot)
+        return [started, ReportBranchFailed(*who, f"{type(e).__name__}: {e}", clock())]
+    if isinstance(outcome, Skip):
+        return [started, ReportBranchSkipped(*who, outcome.reason, clock())]
+    result = orjson.dumps(outcome, option=orjson.OPT_SORT_KEYS).decode()
+    return [started, ReportBranchCompleted(*who, result, clock())]
 
 
 def demo_handler(task: Task) -> dict[str, object]:

@@ -1,0 +1,110 @@
+"""A Faust agent that serves branch slots with the SDK's contract.
+
+For each ``BranchLaunched`` / ``BranchRelaunched`` of a served slot the agent runs
+:func:`consumers.branch_worker.run_task` (deadline checked when the task is taken: an
+expired task is reported skipped, ``expired_at_dequeue``, and the handler is never called),
+sends its reports to ``branch-results`` keyed by admission key, waits for the broker's
+acknowledgement, and only then records ``(run_id, slot, attempt)`` in a Faust table; a later
+copy of a recorded task is not handled again.
+
+Guarantees and limits (at-least-once, like every Faust agent):
+
+* A task is acknowledged (its offset may be committed) only after its reports were
+  acknowledged, so no task is lost.
+* Redelivered copies (a rebalance, a restart after the table's changelog caught up) are
+  answered from the table without calling the handler. A crash between the reports'
+  acknowledgement and the table's changelog write can still call the handler twice for one
+  attempt; the processor accepts one report per (run, slot), so the run sees one result,
+  but a handler with external effects must be idempotent per ``(run_id, slot)``.
+* The handler runs in a thread of the event loop's executor, so a slow handler does not
+  stop the agent's heartbeats.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import socket
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import faust
+
+from consumers.branch_worker import Handler, run_task
+from consumers.faust_bridge.app import records
+from schemas.events import BranchLaunched, BranchRelaunched
+from schemas.topics import BRANCH_RESULTS, TASKS
+from streams.settings import Settings
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+@dataclass
+class SlotAgent:
+    """What :func:`serve_slot` registered, and what it has done in this process."""
+
+    agent: Any
+    reported: Any
+    handled: int = 0
+    redeliveries: int = 0
+    reports: list[object] = field(default_factory=list)
+
+
+def serve_slot(
+    app: faust.App,
+    settings: Settings,
+    handler: Handler,
+    *,
+    slots: Sequence[str] | None = None,
+    deadline_slots: Sequence[str] | None = None,
+    clock_uncertainty_ms: int = 0,
+    clock: Callable[[], int] = _now_ms,
+    name: str | None = None,
+    table: str = "reported-tasks",
+) -> SlotAgent:
+    """Register an agent on ``app`` serving ``slots`` (all if ``None``) with ``handler``.
+
+    ``deadline_slots`` (default: all) are the slots whose deadline is checked when taken.
+    The table ``table`` (``<app id>-<table>-changelog``) remembers answered attempts.
+    """
+    tasks = records(app, settings, TASKS)
+    results = records(app, settings, BRANCH_RESULTS)
+    served = set(slots) if slots else None
+    checked = set(deadline_slots) if deadline_slots is not None else None
+    worker = name or f"faust-{socket.gethostname()}"
+    reported = app.Table(table, default=int, partitions=tasks.partitions)
+    state = SlotAgent(agent=None, reported=reported)
+
+    async def serve(stream: faust.StreamT[Any]) -> None:
+        loop = asyncio.get_running_loop()
+        async for record in stream:
+            if not isinstance(record, BranchLaunched | BranchRelaunched):
+                continue
+            if served is not None and record.slot not in served:
+                continue
+            attempt = f"{record.run_id}/{record.slot}/{record.attempt}"
+            if reported[attempt]:
+                state.redeliveries += 1
+                continue
+            job = functools.partial(
+                run_task,
+                record,
+                handler,
+                worker=worker,
+                clock=clock,
+                clock_uncertainty_ms=clock_uncertainty_ms,
+                checks_deadline=checked is None or record.slot in checked,
+            )
+            for report in await loop.run_in_executor(None, job):
+                sent = await results.send(key=report.admission_key.encode(), value=report)
+                await sent
+                state.reports.append(report)
+            reported[attempt] = 1
+            state.handled += 1
+
+    state.agent = app.agent(tasks, name=f"{app.conf.id}.slot")(serve)
+    return state
