@@ -48,7 +48,7 @@ drills: up
 	$(BIN)/python -m pytest -q tests/drills $(PYTEST_ARGS)
 
 test: up lint typecheck
-	$(BIN)/python -m pytest -q -p no:cacheprovider tests $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q -p no:cacheprovider --durations=20 tests $(PYTEST_ARGS)
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache
