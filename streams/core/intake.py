@@ -76,9 +76,11 @@ def intake(
     mismatch = _envelope_mismatch(payload, workflow)
     if mismatch is not None:
         return mismatch
+    fields: Mapping[str, object]
     if isinstance(payload, CloudEvent):
-        fields = dict(payload.envelope)
-        fields.pop(TOKEN_FIELD, None)
+        fields = payload.envelope
+        if TOKEN_FIELD in fields:
+            fields = {k: v for k, v in fields.items() if k != TOKEN_FIELD}
     else:
         if TOKEN_FIELD in payload:
             payload = {k: v for k, v in payload.items() if k != TOKEN_FIELD}
