@@ -8,13 +8,17 @@ from __future__ import annotations
 
 import time
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
 
+from consumers.ingest.answers import refused
 from consumers.ingest.errors import BrokerUnavailable
 from consumers.ingest.outcomes import Outcome
+from streams.core.errors import Refusal
+from streams.core.reasons import FRONT_DOOR_REFUSALS
 from tests.unit.test_ingest_app import (
     BREAKOUT,
     NOW_MS,
@@ -307,3 +311,11 @@ def test_hostile_input_gets_4xx() -> None:
         assert time.monotonic() - started < 30
 
     go(scenario)
+
+
+def test_every_front_door_refusal_has_its_answer_and_is_in_the_readme() -> None:
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    for reason in FRONT_DOOR_REFUSALS:
+        answer = refused(Refusal(reason, (), "detail"))
+        assert (answer.status, answer.code) == (422, reason)
+        assert f"`{reason}`" in readme
