@@ -22,6 +22,7 @@ from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
 from aiohttp.typedefs import Handler, Middleware
 
+from consumers.ingest.answers import json_response
 from consumers.ingest.errors import (
     ClientDisconnected,
     InternalError,
@@ -31,7 +32,7 @@ from consumers.ingest.errors import (
     RouteNotFound,
     shorten,
 )
-from consumers.ingest.hooks import DELIVERY_ID, SUBSCRIPTION, json_response
+from consumers.ingest.hooks import DELIVERY_ID, SUBSCRIPTION
 
 log = logging.getLogger("sluicegate.ingest")
 access_log = logging.getLogger("sluicegate.ingest.access")

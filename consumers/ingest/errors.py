@@ -167,6 +167,24 @@ class SourceTimeInFuture(InvalidRequest):
     code = "source_time_in_future"
 
 
+class InvalidCloudEvent(InvalidRequest):
+    """The event breaks the CloudEvents 1.0 spec; each problem names the attribute."""
+
+    code = "invalid_cloudevent"
+
+
+class CloudEventsNotEnabled(InvalidRequest):
+    """A CloudEvent sent to a destination whose workflow does not take CloudEvents."""
+
+    code = "cloudevents_not_enabled"
+
+
+class CloudEventRequired(InvalidRequest):
+    """A plain body sent to a destination that takes CloudEvents only."""
+
+    code = "cloudevent_required"
+
+
 class BrokerUnavailable(RequestRefused):
     """The answer when Kafka did not acknowledge in time (or could not be asked): 503, code
     ``kafka_unavailable``; the sender should retry. When the cause was the streams package's

@@ -5,7 +5,8 @@ one ``AdmitDelivery`` on the ``deliveries`` topic, keyed by its admission key. I
 
 1. the request's shape, judged the same way whatever the name (so that no answer tells
    what is configured): ``env`` (default ``paper``) and ``wait`` (422), a declared
-   ``Content-Length`` over the limit (413), the media type and encoding (415);
+   ``Content-Length`` over the limit (413), the media type and encoding (415), which also
+   tells the CloudEvents modes apart (:mod:`consumers.ingest.cloudevents`);
 2. the body is read, at most the limit (413) within the body timeout (408); a client that
    goes away meanwhile gets no answer (logged as 499);
 3. the destination's workflow is looked up (503 if the workflow table cannot be read in
@@ -13,13 +14,20 @@ one ``AdmitDelivery`` on the ``deliveries`` topic, keyed by its admission key. I
    and bad credentials are all one 401 with one body, whose reason is only in the log;
 4. the body is parsed and taken in (:func:`streams.core.intake.intake`, the step every front
    door takes: the top-level ``"token"`` field removed whatever the auth mode, near-miss
-   field names mapped, the identity derived; 422, ``problems`` lists every field);
+   field names mapped, the identity derived; 422, ``problems`` lists every field). A
+   CloudEvent is first checked against the spec (422 ``invalid_cloudevent`` naming each
+   attribute) and taken only by a destination whose workflow takes CloudEvents;
 5. the delivery is produced and the broker's acknowledgement awaited (503 with
    ``Retry-After`` if it does not come within the budget, ``SLUICEGATE_INGEST_ACK_TIMEOUT``,
    which also covers the lookup);
 6. 202 ``{"delivery_id", "admission_key"}``; with ``?wait=`` the admission outcome is awaited
    up to that long and the answer is 200 with ``outcome``/``run_id``/``duplicate``/``reason``,
    or 202 with ``"outcome": "pending"``.
+
+A batch (``application/cloudevents-batch+json``) is answered 207 ``{"results": [...]}``: per
+event, in order, ``status`` with the single-event answer (202/200) or its ``error`` (a 4xx,
+or 503 when Kafka did not acknowledge it). Its good events are produced concurrently, its
+refused ones never; steps 1 to 3 concern the request as a whole.
 
 Every refusal is ``{"error": {"code", "message", "problems"}}``; nothing is produced for a
 refused request. Any exception that is not a deliberate refusal is a server fault: it is
@@ -36,9 +44,9 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Protocol
 
-import orjson
 from aiohttp import web
 
+from consumers.ingest.answers import json_response, refused
 from consumers.ingest.auth import (
     SIGNATURE_HEADER,
     Credentials,
@@ -46,33 +54,24 @@ from consumers.ingest.auth import (
     authenticate,
     policy_for,
 )
+from consumers.ingest.cloudevents import Item, Received, is_binary, receive
 from consumers.ingest.errors import (
+    BrokerUnavailable,
     InvalidBody,
-    InvalidRequest,
-    MissingIdentityFields,
     PayloadTooLarge,
-    Problem,
     RequestRefused,
-    SourceTimeInFuture,
     Unauthorized,
     UnsupportedMediaType,
-    shorten,
 )
 from consumers.ingest.outcomes import PENDING, Outcome
-from consumers.ingest.parsing import body_kind, parse_body
+from consumers.ingest.parsing import body_kind
 from consumers.ingest.requests import environment_of, read_body, wait_of
 from consumers.ingest.settings import IngestSettings
 from schemas.commands import AdmitDelivery
 from schemas.events import WorkflowRevised
 from streams.adapters.deliveries import new_delivery_id
-from streams.core.errors import FieldRole, Refusal
+from streams.core.errors import Refusal
 from streams.core.intake import TOKEN_FIELD, intake
-from streams.core.reasons import (
-    REJECT_INVALID_FIELD,
-    REJECT_MISSING_FIELDS,
-    REJECT_PAYLOAD_TOO_LARGE,
-    REJECT_SOURCE_TIME_IN_FUTURE,
-)
 from streams.settings import Settings
 
 HOOK_PATH = "/v1/hooks/{subscription}"
@@ -148,7 +147,7 @@ class Ingest:
         limit = self.limits.max_body_bytes
         if request.content_length is not None and request.content_length > limit:
             raise PayloadTooLarge(f"the body is larger than {limit} bytes")
-        kind = body_kind(request.content_type, request.charset)
+        kind = body_kind(request.content_type, request.charset, binary=is_binary(request.headers))
         encoding = request.headers.get("Content-Encoding", "identity").strip().lower()
         if encoding not in ("", "identity"):
             raise UnsupportedMediaType("send the body uncompressed (no Content-Encoding)")
@@ -166,20 +165,19 @@ class Ingest:
             )
         # Parse before authenticating (a token may be in the body) but disclose body
         # problems only to an authenticated sender.
-        payload: dict[str, object] | None
-        parse_error: InvalidBody | None = None
+        received: Received | None = None
+        parse_error: RequestRefused | None = None
         try:
-            payload = parse_body(raw, kind)
-        except InvalidBody as e:
-            payload, parse_error = None, e
-        body_token = payload.get(TOKEN_FIELD) if payload is not None else None
+            received = receive(raw, kind, request.headers)
+        except (InvalidBody, PayloadTooLarge) as e:
+            parse_error = e
 
         claim = authenticate(
             policy_for(workflow, self.environ),
             Credentials(
                 signature=request.headers.get(SIGNATURE_HEADER),
                 query_tokens=request.query.getall(TOKEN_FIELD, []),
-                body_token=body_token,
+                body_token=received.body_token if received is not None else None,
             ),
             raw,
             now_s=now_ms / 1000,
@@ -188,32 +186,20 @@ class Ingest:
             subscription=workflow.subscription,
             environment=workflow.environment,
         )
+        deadline = started + budget
         produced = False
         try:
             if parse_error is not None:
                 raise parse_error
-            assert payload is not None
-            taken = intake(
-                payload,
-                workflow,
-                delivery_id=new_delivery_id(),
-                received_at_ms=now_ms,
-                channel="http",
-                now_ms=now_ms,
-            )
-            if isinstance(taken, Refusal):
-                raise _refused(taken)
-            delivery = taken
-            waiter = (
-                self.outcomes.expect(delivery.delivery_id) if wait_s and self.outcomes else None
-            )
-            try:
-                remaining = budget - (time.monotonic() - started)
-                await self.sink.send(delivery, max(remaining, 0.05))
-                produced = True
-            finally:
-                if waiter is not None and not produced and self.outcomes is not None:
-                    self.outcomes.forget(delivery.delivery_id)
+            assert received is not None
+            if received.batch:
+                results, produced = await self._batch(
+                    received.items, workflow, now_ms, wait_s, deadline
+                )
+                return json_response({"results": results}, 207)
+            delivery = self._take(received.items[0], workflow, now_ms)
+            waiter = await self._send(delivery, wait_s, deadline)
+            produced = True
         finally:
             if claim is not None and not produced:
                 self.guard.release(claim)
@@ -221,21 +207,98 @@ class Ingest:
         request[DELIVERY_ID] = delivery.delivery_id
         if self.after_ack is not None:
             self.after_ack(delivery)
+        status, body = await self._answer(delivery, waiter, wait_s)
+        return json_response(body, status)
+
+    def _take(self, item: Item, workflow: WorkflowRevised, now_ms: int) -> AdmitDelivery:
+        """The delivery of one item, or the refusal (raised) intake answers it with."""
+        if isinstance(item, Refusal):
+            raise refused(item)
+        taken = intake(
+            item,
+            workflow,
+            delivery_id=new_delivery_id(),
+            received_at_ms=now_ms,
+            channel="http",
+            now_ms=now_ms,
+        )
+        if isinstance(taken, Refusal):
+            raise refused(taken)
+        return taken
+
+    async def _send(
+        self, delivery: AdmitDelivery, wait_s: float, deadline: float
+    ) -> asyncio.Future[Outcome] | None:
+        """Produce ``delivery`` (acknowledged on return, else :class:`BrokerUnavailable`);
+        with ``?wait=``, the waiter for its outcome, registered before producing."""
+        assert self.sink is not None
+        waiter = self.outcomes.expect(delivery.delivery_id) if wait_s and self.outcomes else None
+        sent = False
+        try:
+            await self.sink.send(delivery, max(deadline - time.monotonic(), 0.05))
+            sent = True
+        finally:
+            if waiter is not None and not sent and self.outcomes is not None:
+                self.outcomes.forget(delivery.delivery_id)
+        return waiter
+
+    async def _answer(
+        self, delivery: AdmitDelivery, waiter: asyncio.Future[Outcome] | None, wait_s: float
+    ) -> tuple[int, dict[str, object]]:
+        """202 with the delivery id and admission key, or with ``?wait=`` the outcome (200)."""
         body: dict[str, object] = {
             "delivery_id": delivery.delivery_id,
             "admission_key": delivery.admission_key,
         }
         if waiter is None or self.outcomes is None:
-            return json_response(body, 202)
+            return 202, body
         try:
             outcome = await self.outcomes.wait(waiter, wait_s)
         finally:
             self.outcomes.forget(delivery.delivery_id)
         if outcome is None:
             body.update({"outcome": PENDING, "run_id": None, "duplicate": None, "reason": None})
-            return json_response(body, 202)
+            return 202, body
         body.update(outcome.as_json())
-        return json_response(body, 200)
+        return 200, body
+
+    async def _batch(
+        self,
+        items: tuple[Item, ...],
+        workflow: WorkflowRevised,
+        now_ms: int,
+        wait_s: float,
+        deadline: float,
+    ) -> tuple[list[dict[str, object]], bool]:
+        """One answer per event, in order (``status`` plus the single-event answer or
+        ``error``), and whether any was produced. Good events are produced concurrently;
+        a refused one is produced never, whatever the others get."""
+        results: list[dict[str, object]] = [{} for _ in items]
+        produced = [False]
+
+        def refused(index: int, error: RequestRefused) -> None:
+            results[index] = {"status": error.status, **error.body()}
+
+        async def deliver(index: int, delivery: AdmitDelivery) -> None:
+            try:
+                waiter = await self._send(delivery, wait_s, deadline)
+            except BrokerUnavailable as e:
+                refused(index, e)
+                return
+            produced[0] = True
+            if self.after_ack is not None:
+                self.after_ack(delivery)
+            status, body = await self._answer(delivery, waiter, wait_s)
+            results[index] = {"status": status, **body}
+
+        pending = []
+        for index, item in enumerate(items):
+            try:
+                pending.append(deliver(index, self._take(item, workflow, now_ms)))
+            except RequestRefused as e:
+                refused(index, e)
+        await asyncio.gather(*pending)
+        return results, produced[0]
 
     async def healthz(self, _request: web.Request) -> web.Response:
         """``GET /healthz``: the process is alive and serving."""
@@ -253,40 +316,3 @@ class Ingest:
             {"ready": ready, "checks": {"kafka": kafka, "workflows": workflows}},
             200 if ready else 503,
         )
-
-
-def _refused(refusal: Refusal) -> RequestRefused:
-    """The answer to a refused intake, chosen by its reason code."""
-    problems = _problems(refusal)
-    if refusal.reason in (REJECT_MISSING_FIELDS, REJECT_INVALID_FIELD):
-        return MissingIdentityFields(
-            "the body lacks, or has unreadable, fields the workflow needs", problems
-        )
-    if refusal.reason == REJECT_PAYLOAD_TOO_LARGE:
-        return PayloadTooLarge("the payload is larger than admission keeps", problems)
-    if refusal.reason == REJECT_SOURCE_TIME_IN_FUTURE:
-        return SourceTimeInFuture(
-            "the source time is in the future: send the signal once it has passed", problems
-        )
-    return InvalidRequest(refusal.reason, problems)
-
-
-def _problems(refusal: Refusal) -> list[Problem]:
-    """One problem per field, rendered from the core's structure: what the field is for and
-    what is wrong with it (the message may quote the sender's own value: kept short)."""
-    problems = [
-        Problem("body" if p.role is FieldRole.PAYLOAD else p.field, shorten(p.explain()))
-        for p in refusal.problems
-    ]
-    return problems or [Problem("body", shorten(refusal.detail))]
-
-
-def json_response(
-    body: Mapping[str, object], status: int, headers: Mapping[str, str] | None = None
-) -> web.Response:
-    return web.Response(
-        body=orjson.dumps(body),
-        status=status,
-        content_type="application/json",
-        headers=headers,
-    )

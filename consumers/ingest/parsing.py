@@ -5,6 +5,10 @@ Accepted, by ``Content-Type`` (UTF-8 only):
 - ``application/json`` (and ``application/*+json``): a JSON object. Anything else — an array,
   a string, malformed JSON, an object that gives a key twice anywhere (JSON parsers disagree
   on which value counts; the problem names the key, e.g. ``price.limit``) — is refused.
+- ``application/cloudevents+json`` (one CloudEvent), ``application/cloudevents-batch+json``
+  (a JSON array of them), or any media type with ``ce-`` attribute headers (binary mode):
+  read by :mod:`consumers.ingest.cloudevents`; other ``application/cloudevents*`` types are
+  refused (415).
 - ``text/plain``: what TradingView sends when the alert message is not valid JSON. If the
   text is a JSON object it is read as one (some senders label JSON as text); otherwise it is
   read as ``key=value`` pairs separated by newlines, commas, semicolons or whitespace, e.g.
@@ -31,19 +35,37 @@ from streams.core.intake import REPEATED, DuplicateKey, TooDeep, parse_json_obje
 
 JSON = "json"
 TEXT = "text"
+STRUCTURED = "cloudevents-structured"
+BATCH = "cloudevents-batch"
+BINARY = "cloudevents-binary"
+STRUCTURED_MEDIA_TYPE = "application/cloudevents+json"
+BATCH_MEDIA_TYPE = "application/cloudevents-batch+json"
 
 _UTF8_BOM = b"\xef\xbb\xbf"
 _SEPARATORS = frozenset(" \t\r\n,;\f\v")
 _KEY = re.compile(r"[^\s=,;\"]+")
 
 
-def body_kind(content_type: str, charset: str | None) -> str:
-    """``JSON`` or ``TEXT`` for an accepted media type, else :class:`UnsupportedMediaType`."""
+def body_kind(content_type: str, charset: str | None, *, binary: bool = False) -> str:
+    """``JSON`` or ``TEXT`` for an accepted media type, the CloudEvents modes
+    (``STRUCTURED``, ``BATCH``; ``BINARY`` when the request has ``ce-`` attribute headers,
+    whatever the data's media type), else :class:`UnsupportedMediaType`."""
     media = content_type.strip().lower()
     if charset is not None and charset.strip().lower() not in ("utf-8", "utf8", "us-ascii"):
         raise UnsupportedMediaType(
             "only UTF-8 bodies are accepted: send charset=utf-8 or no charset"
         )
+    if media == STRUCTURED_MEDIA_TYPE:
+        return STRUCTURED
+    if media == BATCH_MEDIA_TYPE:
+        return BATCH
+    if media.startswith("application/cloudevents"):
+        raise UnsupportedMediaType(
+            f"CloudEvents are taken in the JSON event format only: {STRUCTURED_MEDIA_TYPE} "
+            f"or {BATCH_MEDIA_TYPE}"
+        )
+    if binary:
+        return BINARY
     if media == "application/json" or (
         media.startswith("application/") and media.endswith("+json")
     ):
@@ -77,10 +99,23 @@ def parse_body(raw: bytes, kind: str) -> dict[str, object]:
 
 
 def _json_object(raw: bytes) -> dict[str, object]:
+    value = json_value(raw)
+    if not isinstance(value, dict):
+        raise InvalidBody(
+            "the body must be a JSON object",
+            [Problem("body", f"expected a JSON object, got {_json_type(value)}")],
+        )
+    return value
+
+
+def json_value(raw: bytes) -> object:
+    """The JSON value of a body (a UTF-8 BOM skipped); :class:`InvalidBody` says what is wrong."""
+    if raw.startswith(_UTF8_BOM):
+        raw = raw[len(_UTF8_BOM) :]
     if not raw.strip():
         raise InvalidBody("the body is empty", [Problem("body", "empty")])
     try:
-        value = parse_json_object(raw)
+        return parse_json_object(raw)
     except orjson.JSONDecodeError as e:
         # orjson's message gives a position, never the text around it.
         raise InvalidBody(
@@ -94,12 +129,6 @@ def _json_object(raw: bytes) -> dict[str, object]:
         raise InvalidBody(
             "the body is nested too deeply", [Problem("body", "nested too deeply")]
         ) from None
-    if not isinstance(value, dict):
-        raise InvalidBody(
-            "the body must be a JSON object",
-            [Problem("body", f"expected a JSON object, got {_json_type(value)}")],
-        )
-    return value
 
 
 def _json_type(value: object) -> str:

@@ -24,6 +24,10 @@ class WorkflowRevised:
     delivery with no admission record is judged against the smallest retention in effect
     since its source time. v1 records decode with 3 attempts, 250 ms, no case-sensitive
     fields and an empty history (meaning: ``retention_ms`` since ``applied_at_ms``).
+
+    v3 adds ``identity_envelope``: ``"cloudevents"`` when the destination takes CloudEvents
+    1.0 (its occurrence identity is the event's ``source`` + ``id``, its field names are
+    context attributes or ``data.<member>``), else ``None``. Older records decode with ``None``.
     """
 
     subscription: str
@@ -48,6 +52,8 @@ class WorkflowRevised:
     clock_uncertainty_ms: int = 250
     identity_case_sensitive_fields: tuple[str, ...] = ()
     retention_history: tuple[str, ...] = ()
+    # v3
+    identity_envelope: str | None = None
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,7 @@ from schemas.commands import AdmitDelivery
 from sluicegate.errors import SluicegateError
 from streams.adapters.deliveries import DeliveryProducer, new_delivery_id
 from streams.adapters.workflow_table import WorkflowTable
+from streams.core.cloudevents import CloudEvent, is_event, read_event
 from streams.core.errors import Refusal
 from streams.core.intake import DuplicateKey, TooDeep, intake, parse_json_object
 from streams.core.refusals import bad_delivery_id
@@ -92,6 +93,11 @@ def _delivery_from_line(table: WorkflowTable, line: str) -> AdmitDelivery:
     object, a key given twice, an unknown destination, and whatever admission would reject
     for the payload alone (each problem named with its field and role, e.g.
     ``missing_identity_fields: decision-scope field account: missing``).
+
+    A line with a ``specversion`` member is a CloudEvent in the JSON format (``subscription``,
+    ``environment`` and ``delivery_id`` are the destination, not attributes): it is checked
+    against the spec (``invalid_cloudevent: CloudEvents attribute id: missing``) and taken
+    only by a CloudEvents workflow, as the webhook takes one.
     """
     try:
         body = parse_json_object(line)
@@ -119,11 +125,25 @@ def _delivery_from_line(table: WorkflowTable, line: str) -> AdmitDelivery:
             f"unknown subscription {subscription}/{environment} "
             "(apply its workflow first: sluicegate workflows apply FILE)"
         )
+    delivered: dict[str, object] | CloudEvent = body
+    if is_event(body):
+        checked = read_event(body)
+        if isinstance(checked, Refusal):
+            raise ValueError(f"{checked.reason}: {_problems(checked)}")
+        delivered = checked
     now = wall_clock_ms()
     taken = intake(
-        body, workflow, delivery_id=delivery_id, received_at_ms=now, channel="publish", now_ms=now
+        delivered,
+        workflow,
+        delivery_id=delivery_id,
+        received_at_ms=now,
+        channel="publish",
+        now_ms=now,
     )
     if isinstance(taken, Refusal):
-        problems = "; ".join(p.describe() for p in taken.problems) or taken.detail
-        raise ValueError(f"{taken.reason}: {problems}")
+        raise ValueError(f"{taken.reason}: {_problems(taken)}")
     return taken
+
+
+def _problems(refusal: Refusal) -> str:
+    return "; ".join(p.describe() for p in refusal.problems) or refusal.detail

@@ -13,7 +13,9 @@ events``, ``evolve(state, event) -> state`` and ``next_due_ms(state)``:
 
 What they share:
 
-* :mod:`streams.core.intake` - the front doors' one intake step: payload -> delivery or refusal.
+* :mod:`streams.core.intake` - the front doors' one intake step: payload -> delivery or refusal,
+  on :mod:`streams.core.cloudevents` (the CloudEvents 1.0 checks, every HTTP mode) and
+  :mod:`streams.core.documents` (JSON that gives no key twice).
 * :mod:`streams.core.identity` - occurrence identity, admission keys, content digests, on
   :mod:`streams.core.canonical` (how one field value is read) and :mod:`streams.core.fields`.
 * :mod:`streams.core.refusals` - payload size and future source times, for processor and doors.

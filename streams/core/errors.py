@@ -140,6 +140,7 @@ class FieldRole(StrEnum):
     IMMUTABLE = "immutable"
     SOURCE = "source"
     PAYLOAD = "payload"
+    ATTRIBUTE = "attribute"
 
 
 _LABEL = {
@@ -150,6 +151,7 @@ _LABEL = {
     FieldRole.IMMUTABLE: "immutable field",
     FieldRole.SOURCE: "source field",
     FieldRole.PAYLOAD: "payload",
+    FieldRole.ATTRIBUTE: "CloudEvents attribute",
 }
 _NEEDED_FOR = {
     FieldRole.IDENTITY: "to identify the occurrence",
@@ -159,6 +161,7 @@ _NEEDED_FOR = {
     FieldRole.IMMUTABLE: "as immutable content",
     FieldRole.SOURCE: "to name the sender of the occurrence (identity is per source)",
     FieldRole.PAYLOAD: "",
+    FieldRole.ATTRIBUTE: "",
 }
 
 
@@ -182,6 +185,8 @@ class FieldProblem:
 
     def explain(self) -> str:
         """For the sender: ``missing: the workflow needs this field for its decision scope``."""
+        if self.missing and self.role is FieldRole.ATTRIBUTE:
+            return "missing: every CloudEvent has this attribute (CloudEvents 1.0)"
         if self.missing:
             return f"missing: the workflow needs this field {_NEEDED_FOR[self.role]}"
         return f"{self.message} ({self.label})"

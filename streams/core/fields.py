@@ -37,6 +37,23 @@ UPPER_CASE_FIELDS = ("instrument", "symbol", "ticker")
 """Case-folded to upper case unless listed in ``identity.case_sensitive``."""
 CASE_FOLDED_FIELDS = LOWER_CASE_FIELDS + UPPER_CASE_FIELDS
 
+CLOUDEVENTS = "cloudevents"
+"""``identity.envelope`` value: occurrences arrive as CloudEvents 1.0, identified by the
+event's ``source`` + ``id``; every field name is a context attribute (``time``, ``type``,
+``subject``, an extension), ``data`` / ``data_base64``, or ``data.<member>``, one member of the
+event's JSON ``data`` object. Attribute names have no ``.`` or ``_`` (CloudEvents names are
+``a``-``z`` and ``0``-``9``), so the two kinds of name can never be confused."""
+DATA_PREFIX = "data."
+
+
+def member_name(name: str) -> str:
+    """The name a CloudEvents field is read as: the member of ``data.<member>``, else itself.
+
+    Its canonical form is chosen by that name, so ``data.instrument`` is folded to upper case
+    and ``data.candle_open`` read as an instant, as ``instrument`` and ``candle_open`` are.
+    """
+    return name[len(DATA_PREFIX) :] if name.startswith(DATA_PREFIX) else name
+
 
 class Kind(StrEnum):
     """The canonical form a field is read in (see the module docstring)."""
@@ -93,14 +110,25 @@ class IdentityDefinition(Protocol):
     @property
     def validity_source_time(self) -> str: ...
 
+    @property
+    def identity_envelope(self) -> str | None: ...
+
 
 def identity_changes(old: IdentityDefinition, new: IdentityDefinition) -> list[tuple[str, str]]:
     """``(setting, what)`` for everything that would make ``new`` key occurrences differently.
 
     Empty when every admission key ``old`` produces is produced by ``new`` too: the same
-    event-id field, the same derived fields in the same order, each read in the same form.
+    envelope (a CloudEvents identity or none), the same event-id field, the same derived
+    fields in the same order, each read in the same form.
     """
     changes: list[tuple[str, str]] = []
+    if old.identity_envelope != new.identity_envelope:
+        changes.append(
+            (
+                "identity.envelope",
+                f"{old.identity_envelope or '(none)'} -> {new.identity_envelope or '(none)'}",
+            )
+        )
     if old.identity_event_id_field != new.identity_event_id_field:
         changes.append(
             (

@@ -23,6 +23,9 @@ derived fields in declared order. Every component is percent-encoded with
 ``urllib.parse.quote(safe="")``, so ``/``, ``|`` and ``:`` inside values cannot make two
 different identities spell the same key, while plain values stay readable:
 ``btc-breakout/paper/tradingview/d:binance|BTCUSDT|1m|1796040000000|breakout-v1``.
+A CloudEvents workflow (``identity.envelope = "cloudevents"``) keys the event's ``source`` and
+``id`` attributes the event-id way; its other fields are attributes or ``data.<member>``
+(:data:`streams.core.fields.CLOUDEVENTS`), read in the form their member name gives.
 A delivery whose identity cannot be derived is keyed by :func:`rejection_key`
 (``<subscription>/<environment>/!<delivery id>``); ``!`` never starts an encoded source, so
 the two forms cannot collide.
@@ -48,9 +51,19 @@ from streams.core import fields
 from streams.core.canonical import Unreadable, canonical, canonical_json
 from streams.core.durations import check_source_time, parse_interval
 from streams.core.errors import FieldProblem, FieldRole, IdentityError, InvalidValue
-from streams.core.fields import CANDLE_CLOSE, CANDLE_OPEN_FIELD, INTERVAL_FIELD, Kind
+from streams.core.fields import (
+    CANDLE_CLOSE,
+    CANDLE_OPEN_FIELD,
+    CLOUDEVENTS,
+    DATA_PREFIX,
+    INTERVAL_FIELD,
+    Kind,
+    member_name,
+)
 
 SOURCE_FIELD = "source"
+CLOUDEVENT_ID = "id"
+"""The attribute a CloudEvents workflow's event id is read from (``source`` is the other)."""
 EVENT_ID_IDENTITY = "event_id"
 """Name under which an event-id identity appears in ``Occurrence.identity_fields``."""
 SOURCE_TIME = "source_time"
@@ -144,13 +157,17 @@ def identify(workflow: WorkflowRevised, payload: Mapping[str, object]) -> Occurr
     source = reader.value(SOURCE_FIELD, FieldRole.SOURCE, required=True, opaque=True) or ""
 
     event_id: str | None = None
-    if workflow.identity_event_id_field is not None:
+    if reader.cloudevents:
+        event_id = reader.value(CLOUDEVENT_ID, FieldRole.IDENTITY, required=True, opaque=True)
+    elif workflow.identity_event_id_field is not None:
         event_id = reader.value(
             workflow.identity_event_id_field, FieldRole.IDENTITY, required=False, opaque=True
         )
     identity_fields: tuple[tuple[str, str], ...]
     if event_id is not None:
         identity_fields = ((EVENT_ID_IDENTITY, event_id),)
+    elif reader.cloudevents:
+        identity_fields = ()  # the id's problem is noted already
     elif workflow.identity_derived_fields:
         identity_fields = tuple(
             (name, reader.value(name, FieldRole.IDENTITY, required=True) or "")
@@ -255,6 +272,9 @@ class _Reader:
     def __init__(self, workflow: WorkflowRevised, payload: Mapping[str, object]) -> None:
         self.workflow = workflow
         self.payload = payload
+        self.cloudevents = workflow.identity_envelope == CLOUDEVENTS
+        data = payload.get("data") if self.cloudevents else None
+        self._data: Mapping[str, object] = data if isinstance(data, dict) else {}
         self.problems: list[FieldProblem] = []
         self._noted: set[str] = set()
 
@@ -283,16 +303,18 @@ class _Reader:
     ) -> str | None:
         """Canonical value of ``name``; ``None`` (and a noted problem) when unusable."""
         workflow = self.workflow
+        source_time = workflow.validity_source_time
+        kind_name = name
+        if self.cloudevents:
+            kind_name, source_time = member_name(name), member_name(source_time)
         kind = (
             Kind.TEXT
             if opaque
-            else fields.field_kind(
-                name, workflow.validity_source_time, workflow.identity_case_sensitive_fields
-            )
+            else fields.field_kind(kind_name, source_time, workflow.identity_case_sensitive_fields)
         )
         try:
             return canonical(
-                self.payload.get(name),
+                self._get(name),
                 kind,
                 opaque=opaque,
                 structured=structured,
@@ -304,6 +326,11 @@ class _Reader:
             elif required:
                 self.note_missing(name, role)
             return None
+
+    def _get(self, name: str) -> object:
+        if self.cloudevents and name.startswith(DATA_PREFIX):
+            return self._data.get(name[len(DATA_PREFIX) :])
+        return self.payload.get(name)
 
     def immutable_values(self) -> tuple[tuple[str, str | None], ...]:
         return tuple(
@@ -333,7 +360,7 @@ class _Reader:
         return ms
 
     def _interval(self) -> int | None:
-        raw = self.payload.get(INTERVAL_FIELD)
+        raw = self._get(INTERVAL_FIELD)
         if raw is None or (isinstance(raw, str) and not raw.strip()):
             self.note_missing(INTERVAL_FIELD, FieldRole.SOURCE_TIME)
             return None

@@ -17,30 +17,46 @@ admission would reject for the payload alone, and keys what it accepts the same 
    (:func:`streams.core.refusals.check_delivery`: payload size, a source time later than
    ``now`` plus the clock uncertainty).
 
+A CloudEvent is checked against the spec first (:mod:`streams.core.cloudevents`, by the
+door, which also reads it from HTTP headers); intake then takes it as the payload when the
+workflow's ``identity.envelope`` is ``cloudevents`` (identity: ``source`` + ``id``; fields:
+attributes or ``data.<member>``), with step 1 and no step 2.
+
 A :class:`~streams.core.errors.Refusal` carries structured problems (field, role, message):
 nobody reads a refusal's message to learn what it means.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping
-
-import orjson
 
 from schemas.commands import AdmitDelivery
 from schemas.events import WorkflowRevised
-from streams.core.errors import IdentityError, Refusal
-from streams.core.fields import CANDLE_CLOSE, CANDLE_OPEN_FIELD, INTERVAL_FIELD
+from streams.core.cloudevents import CloudEvent
+from streams.core.documents import REPEATED, DuplicateKey, TooDeep, parse_json_object
+from streams.core.errors import FieldProblem, FieldRole, IdentityError, Refusal
+from streams.core.fields import CANDLE_CLOSE, CANDLE_OPEN_FIELD, CLOUDEVENTS, INTERVAL_FIELD
 from streams.core.identity import SOURCE_FIELD, identify
+from streams.core.reasons import REFUSE_CLOUDEVENT_REQUIRED, REFUSE_CLOUDEVENTS_NOT_ENABLED
 from streams.core.refusals import check_delivery
+
+__all__ = [
+    "REPEATED",
+    "TOKEN_FIELD",
+    "DuplicateKey",
+    "TooDeep",
+    "declared_fields",
+    "intake",
+    "map_fields",
+    "parse_json_object",
+]
 
 TOKEN_FIELD = "token"
 """A reserved field name: the webhook's secret token, removed from every payload."""
 
 
 def intake(
-    payload: Mapping[str, object],
+    payload: Mapping[str, object] | CloudEvent,
     workflow: WorkflowRevised,
     *,
     delivery_id: str,
@@ -50,10 +66,25 @@ def intake(
 ) -> AdmitDelivery | Refusal:
     """The ``AdmitDelivery`` for one delivery of ``payload`` to ``workflow``'s destination, or
     the :class:`~streams.core.errors.Refusal` admission would answer it with (see the module
-    docstring for the steps). ``now_ms`` is the door's clock, for the future-time check."""
-    if TOKEN_FIELD in payload:
-        payload = {k: v for k, v in payload.items() if k != TOKEN_FIELD}
-    fields = map_fields(payload, declared_fields(workflow))
+    docstring for the steps). ``now_ms`` is the door's clock, for the future-time check.
+
+    A :class:`~streams.core.cloudevents.CloudEvent` (checked by the door with
+    :mod:`streams.core.cloudevents`) is taken by a CloudEvents workflow only, and a plain
+    payload by the others (``cloudevents_not_enabled``, ``cloudevent_required``); the event's
+    JSON format is the payload, its ``token`` attribute removed, no names mapped.
+    """
+    mismatch = _envelope_mismatch(payload, workflow)
+    if mismatch is not None:
+        return mismatch
+    fields: Mapping[str, object]
+    if isinstance(payload, CloudEvent):
+        fields = payload.envelope
+        if TOKEN_FIELD in fields:
+            fields = {k: v for k, v in fields.items() if k != TOKEN_FIELD}
+    else:
+        if TOKEN_FIELD in payload:
+            payload = {k: v for k, v in payload.items() if k != TOKEN_FIELD}
+        fields = map_fields(payload, declared_fields(workflow))
     try:
         occurrence = identify(workflow, fields)
     except IdentityError as e:
@@ -71,6 +102,35 @@ def intake(
         payload_json=occurrence.payload_json,
         received_at_ms=received_at_ms,
         channel=channel,
+    )
+
+
+def _envelope_mismatch(
+    payload: Mapping[str, object] | CloudEvent, workflow: WorkflowRevised
+) -> Refusal | None:
+    wants = workflow.identity_envelope == CLOUDEVENTS
+    if isinstance(payload, CloudEvent) == wants:
+        return None
+    destination = f"{workflow.subscription}/{workflow.environment}"
+    if wants:
+        message = (
+            "this destination takes CloudEvents 1.0 only: send application/cloudevents+json, "
+            "a batch, or ce- headers (a publish line: the event with its specversion)"
+        )
+        return Refusal(
+            REFUSE_CLOUDEVENT_REQUIRED,
+            (FieldProblem("specversion", FieldRole.ATTRIBUTE, message),),
+            f"{destination} takes CloudEvents only; the delivery is not one",
+        )
+    message = (
+        "this destination's workflow does not take CloudEvents (its identity is not the "
+        "event's source and id): send the data as a plain JSON object, or apply a workflow "
+        'with [workflow.identity] envelope = "cloudevents" under a new subscription'
+    )
+    return Refusal(
+        REFUSE_CLOUDEVENTS_NOT_ENABLED,
+        (FieldProblem("specversion", FieldRole.ATTRIBUTE, message),),
+        f"{destination} does not take CloudEvents; the delivery is one",
     )
 
 
@@ -113,75 +173,3 @@ def map_fields(payload: Mapping[str, object], declared: Iterable[str]) -> dict[s
             renamed[target] = value
     mapped.update(renamed)
     return mapped
-
-
-REPEATED = "given more than once (JSON parsers disagree on which value counts)"
-"""What is wrong with a key a JSON document gives twice."""
-
-
-class DuplicateKey(ValueError):
-    """A JSON object gives one key twice; ``path`` names it (``a``, ``a.b``, ``list[1].k``)."""
-
-    def __init__(self, path: str) -> None:
-        self.path = path
-        super().__init__(f"{path}: {REPEATED}")
-
-
-class TooDeep(ValueError):
-    """A JSON document nested deeper than the duplicate-key check can follow."""
-
-
-class _Repeated(dict[str, object]):
-    """An object that had a key twice; ``key`` is the first repeated one."""
-
-    key = ""
-
-
-def parse_json_object(data: bytes | str) -> object:
-    """Parse JSON with orjson, refusing objects that repeat a key anywhere in the document.
-
-    JSON parsers disagree on which of two values of one key counts, so a document that gives
-    a key twice is refused rather than read one way here and another way downstream. Raises
-    ``orjson.JSONDecodeError`` for what orjson refuses (malformed JSON, NaN, lone surrogates,
-    ...), :class:`DuplicateKey` naming the first repeated key (after escapes: ``"a"`` and
-    ``"\\u0061"`` are one key), and :class:`TooDeep` for documents nested more than about 900
-    levels. The value returned is orjson's.
-    """
-    value = orjson.loads(data)
-    repeated = False
-
-    def pairs_hook(pairs: list[tuple[str, object]]) -> dict[str, object]:
-        nonlocal repeated
-        result = dict(pairs)
-        if len(result) == len(pairs):
-            return result
-        repeated = True
-        marked = _Repeated(result)
-        seen: set[str] = set()
-        for key, _ in pairs:
-            if key in seen:
-                marked.key = key
-                break
-            seen.add(key)
-        return marked
-
-    try:
-        checked = json.loads(data, object_pairs_hook=pairs_hook)
-    except RecursionError:
-        raise TooDeep("the JSON document is nested too deeply") from None
-    if repeated:
-        raise DuplicateKey(_repeated_path(checked))
-    return value
-
-
-def _repeated_path(document: object) -> str:
-    stack: list[tuple[object, str]] = [(document, "")]
-    while stack:
-        node, path = stack.pop()
-        if isinstance(node, _Repeated):
-            return f"{path}.{node.key}" if path else node.key
-        if isinstance(node, dict):
-            stack.extend((v, f"{path}.{k}" if path else k) for k, v in reversed(node.items()))
-        elif isinstance(node, list):
-            stack.extend((v, f"{path}[{i}]") for i, v in reversed(list(enumerate(node))))
-    return "(unknown)"

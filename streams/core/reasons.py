@@ -37,6 +37,21 @@ DELIVERY_REJECTION_REASONS = (
 )
 """Every ``DeliveryRejected.reason``."""
 
+REFUSE_INVALID_CLOUDEVENT = "invalid_cloudevent"
+"""A front door's refusal, never a ``DeliveryRejected``: the event breaks the CloudEvents 1.0
+spec (a required attribute missing or empty, another ``specversion``, an invalid ``time``, ...)."""
+REFUSE_CLOUDEVENTS_NOT_ENABLED = "cloudevents_not_enabled"
+"""A front door's refusal: a CloudEvent sent to a destination whose workflow does not take them."""
+REFUSE_CLOUDEVENT_REQUIRED = "cloudevent_required"
+"""A front door's refusal: a plain body sent to a destination that takes CloudEvents only."""
+
+FRONT_DOOR_REFUSALS = (
+    REFUSE_INVALID_CLOUDEVENT,
+    REFUSE_CLOUDEVENTS_NOT_ENABLED,
+    REFUSE_CLOUDEVENT_REQUIRED,
+)
+"""Reasons only the front doors give: the delivery is never produced, so never decided."""
+
 RERUN_UNKNOWN_RUN = "unknown_run"
 """The run to rerun is not in the occurrence's record (or the record is gone)."""
 RERUN_DUPLICATE_REQUEST = "duplicate_request"

@@ -1,10 +1,11 @@
 """Fuzz: malformed bodies, headers, paths and credentials get a 4xx, and produce nothing.
 
 The app runs in-process against the real broker (real producer, workflow table and outcome
-tail). Three destinations exist — open, token and HMAC — so that each request shape can get
-as far into the handler as it possibly can. Every generated request is one the contract
-refuses; the test asserts that each is answered 4xx with the contract's error body (never a
-5xx, never a 2xx) and that the end offsets of the ``deliveries`` topic did not move.
+tail). Destinations exist — open, token, HMAC and one that takes CloudEvents — so that each
+request shape can get as far into the handler as it possibly can. Every generated request is
+one the contract refuses; the test asserts that each is answered 4xx with the contract's
+error body (never a 5xx, never a 2xx; a CloudEvents batch is 207 with every event refused)
+and that the end offsets of the ``deliveries`` topic did not move.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from yarl import URL
 from consumers.ingest.auth import sign, signature_of
 from consumers.ingest.server import JsonLineFormatter
 from consumers.ingest.settings import IngestSettings, parse_duration_s
+from streams.core.workflow import WorkflowDefinition, revise
 from tests.support.ingest import (
     Client,
     breakout,
@@ -52,6 +54,40 @@ ENVIRON = {"FUZZ_TOKEN": TOKEN, "FUZZ_SECRET": SECRET}
 LIMIT = 4096
 REQUIRED = ("venue", "instrument", "interval", "candle_open", "rule")
 VALID = candle_payload(current_minute_ms())
+CE_REQUIRED = ("id", "source", "specversion", "type")
+VALID_CE: dict[str, object] = {
+    "specversion": "1.0",
+    "id": "fuzz-1",
+    "source": "/fuzz",
+    "type": "com.example.fuzz",
+    "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() - 5)),
+    "data": {"side": "buy", "price": "1"},
+}
+CE_HEADERS = {f"ce-{k}": str(v) for k, v in VALID_CE.items() if k != "data"}
+BAD_TIMES = ["yesterday", "2026-11-30T12:00:00", "2026-13-01T00:00:00Z", "", "2026-11-30 12:00Z"]
+
+
+def cloudevents_workflow(subscription: str) -> object:
+    """An open destination that takes CloudEvents (identity: source + id)."""
+    definition = WorkflowDefinition(
+        subscription=subscription,
+        environment="paper",
+        slots=("analysis",),
+        branch_timeout_ms=30_000,
+        branch_attempts=3,
+        retention_ms=86_400_000,
+        identity_event_id_field=None,
+        identity_derived_fields=(),
+        immutable_fields=("data.side",),
+        validity_source_time="time",
+        validity_window_ms=60_000,
+        scope_fields=(),
+        scope_sequence_field=None,
+        auth_token_env=None,
+        auth_hmac_secret_env=None,
+        identity_envelope="cloudevents",
+    )
+    return revise(None, definition, int(time.time() * 1000))
 
 
 @dataclass
@@ -81,6 +117,7 @@ def live() -> Iterator[tuple[Live, object]]:
         breakout("tok", token_env="FUZZ_TOKEN"),
         breakout("sig", hmac_env="FUZZ_SECRET"),
         breakout("unset", token_env="FUZZ_NEVER_SET"),
+        cloudevents_workflow("ce"),  # type: ignore[arg-type]
     )
     loop = asyncio.new_event_loop()
     context = ingest_client(
@@ -200,6 +237,59 @@ bodies = st.one_of(
     st.integers().map(lambda n: f'{{"candle_open": {n}, "n": {n}e{n}}}'.encode()),
 )
 
+
+def _broken_event(kind: str, name: str, value: object, version: str) -> dict[str, object]:
+    """The valid event with one thing the spec forbids: every such event is refused."""
+    event = dict(VALID_CE)
+    if kind == "drop":
+        event.pop(name)
+    elif kind == "set":
+        event[name] = value  # null, empty or not a string: never a valid required attribute
+    elif kind == "specversion":
+        event["specversion"] = version
+    elif kind == "time":
+        event["time"] = BAD_TIMES[len(version) % len(BAD_TIMES)]
+    elif kind == "name":
+        event[f"{name}_X"] = "x"
+    else:
+        event["data_base64"] = "aGk="  # with data: mutually exclusive
+    return event
+
+
+broken_events = st.builds(
+    _broken_event,
+    st.sampled_from(["drop", "set", "specversion", "time", "name", "both-data"]),
+    st.sampled_from(CE_REQUIRED),
+    st.sampled_from(["", None, 1, True, [], {}]),
+    st.sampled_from(["0.3", "1", "2.0", "1.0.2", " 1.0", "v1.0"]),
+)
+# Anything not a valid event: broken events, random objects, and JSON that is no object.
+ce_items = broken_events | random_objects | json_values.filter(lambda v: not isinstance(v, dict))
+
+
+def _broken_headers(kind: str, name: str, encoded: str, when: str) -> dict[str, str]:
+    headers = dict(CE_HEADERS)
+    if kind == "drop":
+        headers.pop(f"ce-{name}")
+    elif kind == "empty":
+        headers[f"ce-{name}"] = ""
+    elif kind == "encoding":
+        headers[f"ce-{name}"] = encoded  # does not percent-decode to UTF-8
+    elif kind == "datacontenttype":
+        headers["ce-datacontenttype"] = "application/json"
+    else:
+        headers["ce-time"] = when
+    return headers
+
+
+broken_headers = st.builds(
+    _broken_headers,
+    st.sampled_from(["drop", "empty", "encoding", "datacontenttype", "time"]),
+    st.sampled_from(CE_REQUIRED),
+    st.sampled_from(["%C0%A0", "%FF", "%ED%A0%80", "a%E2%82"]),
+    st.sampled_from(BAD_TIMES),
+)
+
 paths = (
     st.lists(any_text, min_size=0, max_size=4)
     .map(lambda segments: "/" + "/".join(quote(s, safe="") for s in segments))
@@ -241,6 +331,10 @@ def requests(draw: st.DrawFn) -> Request:
                 "signature",
                 "unset",
                 "unknown-subscription",
+                "ce-structured",
+                "ce-batch",
+                "ce-binary",
+                "ce-envelope",
             ]
         )
     )
@@ -270,6 +364,8 @@ def requests(draw: st.DrawFn) -> Request:
             body=valid_body(),
             kind=shape,
         )
+    if shape.startswith("ce-"):
+        return _cloudevents_request(draw, shape, headers)
     base = Request("POST", "/v1/hooks/open", headers={**headers}, kind=shape)
     base.headers["Content-Type"] = draw(content_types)
     if shape == "open-body":
@@ -353,6 +449,35 @@ def requests(draw: st.DrawFn) -> Request:
     return base
 
 
+def _cloudevents_request(draw: st.DrawFn, shape: str, headers: dict[str, str]) -> Request:
+    """A CloudEvents request the contract refuses (every event in a batch refused too)."""
+    headers = {k: v for k, v in headers.items() if not k.lower().startswith("ce-")}
+    base = Request("POST", "/v1/hooks/ce", headers=headers, kind=shape)
+    if shape == "ce-structured":
+        base.headers["Content-Type"] = "application/cloudevents+json"
+        base.body = draw(ce_items.map(orjson.dumps) | bodies)
+    elif shape == "ce-batch":
+        base.headers["Content-Type"] = "application/cloudevents-batch+json"
+        base.body = draw(
+            st.lists(ce_items, max_size=6).map(orjson.dumps)
+            | st.integers(101, 400).map(lambda n: b"[" + b",".join([b"{}"] * n) + b"]")
+            | bodies
+        )
+    elif shape == "ce-binary":
+        base.headers.update(draw(broken_headers))
+        base.headers["Content-Type"] = draw(content_types)
+        base.body = draw(st.just(orjson.dumps(VALID_CE["data"])) | bodies)
+    # The wrong envelope: an event to a plain destination, a plain body to a CloudEvents one.
+    elif draw(st.booleans()):
+        base.path = "/v1/hooks/open"
+        base.headers["Content-Type"] = "application/cloudevents+json"
+        base.body = orjson.dumps(VALID_CE)
+    else:
+        base.headers["Content-Type"] = "application/json"
+        base.body = valid_body()
+    return base
+
+
 def _not_a_valid_wait(text: str) -> bool:
     seconds = parse_duration_s(text)
     return seconds is None or seconds > 10
@@ -390,6 +515,11 @@ def test_malformed_requests_get_4xx_and_produce_nothing(live: tuple[Live, object
         status, body, content_type = state.loop.run_until_complete(send(state.client, request))
         state.statuses[status] += 1
         state.kinds[request.kind] += 1
+        if status == 207 and request.kind == "ce-batch":
+            # A batch is answered per event: every one of them refused.
+            results = orjson.loads(body)["results"]
+            assert all(400 <= r["status"] < 500 for r in results), (results[:3], request)
+            return
         assert 400 <= status < 500, (status, body[:500], request)
         if request.method != "HEAD":
             assert content_type == "application/json", (status, body[:200], request)
@@ -470,6 +600,7 @@ def raw_requests(draw: st.DrawFn) -> Raw:
                 "target-bytes",
                 "content-length",
                 "aborted",
+                "ce-header-bytes",
             ]
         )
     )
@@ -526,6 +657,13 @@ def raw_requests(draw: st.DrawFn) -> Raw:
         prefix = draw(st.sampled_from([b"/v1/hooks/", b"/", b"/v1/", b""]))
         headers = [JSON_TYPE, _cl(body)]
         return Raw(_head(prefix + tail, headers, body), kind=shape)
+    if shape == "ce-header-bytes":
+        # Binary mode with header values no CloudEvent can have; ce-type is left out, so the
+        # event is refused whatever the odd value turns out to be.
+        name = draw(st.sampled_from([b"ce-id", b"ce-source", b"ce-subject", b"ce-comexample"]))
+        ce = [(b"ce-specversion", b"1.0"), (b"ce-id", b"x"), (b"ce-source", b"/fuzz")]
+        headers = [JSON_TYPE, *ce, (name, draw(odd_values)), _cl(body)]
+        return Raw(_head(b"/v1/hooks/ce", headers, body), kind=shape)
     if shape == "content-length":
         value = draw(
             st.sampled_from(

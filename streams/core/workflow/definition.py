@@ -23,7 +23,9 @@ class WorkflowDefinition:
 
     ``branch_attempts`` is the maximum number of launches per slot (relaunches + 1), frozen
     on each run. ``identity_case_sensitive_fields`` lists venue/instrument fields that are
-    kept as given instead of case-folded (:mod:`streams.core.fields`).
+    kept as given instead of case-folded (:mod:`streams.core.fields`). ``identity_envelope``
+    is ``"cloudevents"`` for a destination that takes CloudEvents 1.0
+    (:data:`streams.core.fields.CLOUDEVENTS`), else ``None``.
     """
 
     subscription: str
@@ -43,6 +45,7 @@ class WorkflowDefinition:
     auth_hmac_secret_env: str | None
     clock_uncertainty_ms: int = DEFAULT_CLOCK_UNCERTAINTY_MS
     identity_case_sensitive_fields: tuple[str, ...] = ()
+    identity_envelope: str | None = None
 
 
 # Settings added after the first release leave the digest alone while they have their default,
@@ -50,6 +53,7 @@ class WorkflowDefinition:
 _DIGEST_DEFAULTS: dict[str, object] = {
     "clock_uncertainty_ms": DEFAULT_CLOCK_UNCERTAINTY_MS,
     "identity_case_sensitive_fields": (),
+    "identity_envelope": None,
 }
 
 

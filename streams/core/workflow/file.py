@@ -6,7 +6,7 @@ import re
 from collections.abc import Mapping
 
 from streams.core.errors import WorkflowFileError
-from streams.core.fields import CASE_FOLDED_FIELDS
+from streams.core.fields import CANDLE_CLOSE, CASE_FOLDED_FIELDS, CLOUDEVENTS
 from streams.core.limits import (
     DEFAULT_CLOCK_UNCERTAINTY_MS,
     MAX_BRANCH_TIMEOUT_MS,
@@ -31,6 +31,9 @@ from streams.core.workflow.definition import (
 _NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 _FIELD_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")
 _ENV_VAR_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
+# In a CloudEvents workflow: a context attribute, the data itself, or one member of data.
+_CE_FIELD_RE = re.compile(r"[a-z0-9]{1,64}|data|data_base64|data\.[A-Za-z0-9_][A-Za-z0-9_-]{0,122}")
+_CE_FIELD = "CloudEvents field (an attribute such as time or subject, or data.<member>)"
 
 _WORKFLOW_KEYS = (
     "subscription",
@@ -46,7 +49,7 @@ _WORKFLOW_KEYS = (
     "auth",
 )
 _TABLE_KEYS = {
-    "identity": ("event_id", "derived", "case_sensitive"),
+    "identity": ("event_id", "derived", "case_sensitive", "envelope"),
     "content": ("immutable",),
     "validity": ("source_time", "window", "clock_uncertainty"),
     "scope": ("fields", "sequence"),
@@ -63,9 +66,11 @@ def parse_workflow_file(document: Mapping[str, object]) -> list[WorkflowDefiniti
     unique slots, at least one identity route (``event_id`` or a non-empty ``derived``
     list), no duplicate field lists, list lengths within :mod:`streams.core.limits`, a
     ``validity`` table, ``scope.sequence`` only with ``scope.fields``, ``case_sensitive``
-    naming only case-folded fields, at least one auth method in an ``[auth]`` table (both
-    may be declared: a signed request is judged by its signature, another by its token), and
-    no destination declared twice in one file.
+    naming only case-folded fields, ``identity.envelope = "cloudevents"`` without ``event_id``
+    or ``derived`` and with every field name a CloudEvents one (an attribute or
+    ``data.<member>``; the source time not ``candle_close``), at least one auth method in an
+    ``[auth]`` table (both may be declared: a signed request is judged by its signature,
+    another by its token), and no destination declared twice in one file.
     """
     checker = _Reader(_TABLE_KEYS)
     for key in document:
@@ -159,10 +164,12 @@ class _Reader(Checker):
                 f"{show(attempts_value)} is not a whole number from 1 to {MAX_BRANCH_ATTEMPTS}",
             )
 
-        event_id, derived, case_sensitive = self._identity(path, table)
+        event_id, derived, case_sensitive, envelope = self._identity(path, table)
         immutable = self._content(path, table)
         source_time, window, uncertainty = self._validity(path, table)
         scope_fields, sequence = self._scope(path, table)
+        if envelope == CLOUDEVENTS:
+            self._cloudevents_fields(path, immutable, source_time, scope_fields, sequence)
         token_env, hmac_env = self._auth(path, table)
 
         if (
@@ -199,17 +206,34 @@ class _Reader(Checker):
             auth_hmac_secret_env=hmac_env,
             clock_uncertainty_ms=uncertainty,
             identity_case_sensitive_fields=case_sensitive,
+            identity_envelope=envelope,
         )
 
     def _identity(
         self, path: str, table: Mapping[str, object]
-    ) -> tuple[str | None, tuple[str, ...] | None, tuple[str, ...] | None]:
+    ) -> tuple[str | None, tuple[str, ...] | None, tuple[str, ...] | None, str | None]:
         identity = self.table(path, table, "identity")
         where = f"{path}.identity"
         if identity is None:
             if "identity" not in table:
-                self.problem(where, "is required: declare event_id, derived, or both")
-            return None, None, None
+                self.problem(
+                    where, 'is required: declare event_id, derived, or envelope = "cloudevents"'
+                )
+            return None, None, None, None
+        case_sensitive = self._case_sensitive(where, identity.get("case_sensitive"))
+        envelope = identity.get("envelope")
+        if envelope is not None:
+            if envelope != CLOUDEVENTS:
+                self.problem(f"{where}.envelope", f'{show(envelope)} is not "{CLOUDEVENTS}"')
+                return None, None, case_sensitive, None
+            for key in ("event_id", "derived"):
+                if key in identity:
+                    self.problem(
+                        f"{where}.{key}",
+                        "a CloudEvents identity is the event's source and id: remove "
+                        f"{key} (fields are read from data.<member>)",
+                    )
+            return None, (), case_sensitive, CLOUDEVENTS
         event_id: str | None = None
         if identity.get("event_id") is not None:
             event_id = self.name(
@@ -218,15 +242,42 @@ class _Reader(Checker):
         derived = self.names(
             f"{where}.derived", identity.get("derived"), _FIELD_RE, "field name", required=False
         )
-        case_sensitive = self._case_sensitive(where, identity.get("case_sensitive"))
         if identity.get("event_id") is None and not identity.get("derived"):
             self.problem(
                 where,
-                "needs an identity route: event_id (the sender's stable id field) or a "
-                "non-empty derived field list",
+                "needs an identity route: event_id (the sender's stable id field), a "
+                'non-empty derived field list, or envelope = "cloudevents"',
             )
-            return event_id, None, case_sensitive
-        return event_id, derived, case_sensitive
+            return event_id, None, case_sensitive, None
+        return event_id, derived, case_sensitive, None
+
+    def _cloudevents_fields(
+        self,
+        path: str,
+        immutable: tuple[str, ...] | None,
+        source_time: str | None,
+        scope_fields: tuple[str, ...] | None,
+        sequence: str | None,
+    ) -> None:
+        """Every field of a CloudEvents workflow names an attribute or ``data.<member>``."""
+        named = [(f"{path}.content.immutable[{i}]", n) for i, n in enumerate(immutable or ())]
+        named += [(f"{path}.scope.fields[{i}]", n) for i, n in enumerate(scope_fields or ())]
+        if sequence is not None:
+            named.append((f"{path}.scope.sequence", sequence))
+        for where, name in named:
+            if not _CE_FIELD_RE.fullmatch(name):
+                self.problem(where, f"{show(name)} is not a {_CE_FIELD}")
+        if source_time is None:
+            return
+        where = f"{path}.validity.source_time"
+        if source_time == CANDLE_CLOSE:
+            self.problem(
+                where, 'candle_close is not read from CloudEvents: use "time" or data.<member>'
+            )
+        elif not _CE_FIELD_RE.fullmatch(source_time) or source_time in ("data", "data_base64"):
+            self.problem(
+                where, f'{show(source_time)} is not "time", another attribute or data.<member>'
+            )
 
     def _case_sensitive(self, where: str, value: object) -> tuple[str, ...] | None:
         path = f"{where}.case_sensitive"

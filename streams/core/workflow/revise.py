@@ -59,4 +59,5 @@ def revise(
         clock_uncertainty_ms=defn.clock_uncertainty_ms,
         identity_case_sensitive_fields=defn.identity_case_sensitive_fields,
         retention_history=next_history(current, defn.retention_ms, now),
+        identity_envelope=defn.identity_envelope,
     )
