@@ -27,7 +27,7 @@ import functools
 import socket
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import faust
@@ -51,7 +51,6 @@ class SlotAgent:
     reported: Any
     handled: int = 0
     redeliveries: int = 0
-    reports: list[object] = field(default_factory=list)
 
 
 def serve_slot(
@@ -102,7 +101,6 @@ def serve_slot(
             for report in await loop.run_in_executor(None, job):
                 sent = await results.send(key=report.admission_key.encode(), value=report)
                 await sent
-                state.reports.append(report)
             reported[attempt] = 1
             state.handled += 1
 
