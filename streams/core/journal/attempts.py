@@ -85,6 +85,9 @@ def dispatch_problems(command: AcceptDispatch) -> list[str]:
         problems.append(f"limit price {command.limit_price!r} is not a positive decimal")
     if json_object(command.params_json) is None:
         problems.append("params_json is not a JSON object")
+    for name in ("instrument", "account"):
+        if not getattr(command, name):
+            problems.append(f"{name} is missing (it comes from the run's payload)")
     return problems
 
 
