@@ -65,7 +65,8 @@ def gateway_processor(
     journal_restored: bool = False,
 ) -> GatewayProcessor:
     """The execution gateway on the exactly-once engine: the journal core, its venue shell
-    (``gateway`` names the venue), the failpoints armed by ``SLUICEGATE_FAILPOINTS``."""
+    (``gateway`` names the venue), the failpoints armed by ``SLUICEGATE_FAILPOINTS``, static
+    group membership (a restarted instance takes its partitions back at once)."""
     ensure_topics(settings)
     app = make_app(
         settings,
@@ -76,7 +77,11 @@ def gateway_processor(
         journal_restored=journal_restored,
     )
     processor: GatewayProcessor = Processor(
-        settings, app, instance_id=instance_id, commit_interval_ms=commit_interval_ms
+        settings,
+        app,
+        instance_id=instance_id,
+        commit_interval_ms=commit_interval_ms,
+        static_membership=True,
     )
     return processor
 

@@ -223,7 +223,11 @@ def lookup_answered(
 def exposure_observed(
     request: ExposureRequest, answer: ExposureAnswer, queried_at_ms: int, observed_at_ms: int
 ) -> ExposureObserved:
-    """The core's answer to an exposure query: the base asset the account holds."""
+    """The core's answer to an exposure query: the account's *free* balance of the base asset.
+
+    Free, not free + locked: what is locked is already promised to open orders (another
+    run's protection, say), so a new protection can cover only what is free.
+    """
     if isinstance(answer, Unknown):
         return ExposureObserved(
             run_id=request.run_id,
@@ -242,7 +246,7 @@ def exposure_observed(
         query_number=request.query_number,
         outcome="observed",
         asset=answer.base.asset,
-        exposure_quantity=_text(answer.base.total),
+        exposure_quantity=_text(answer.base.free),
         detail=None,
         queried_at_ms=queried_at_ms,
         observed_at_ms=observed_at_ms,

@@ -112,7 +112,10 @@ class Processor(Generic[S, C, E]):
 
     ``instance_id`` names the transactional id: restart an instance with the same id so that
     its predecessor's open transaction is aborted at once instead of after the timeout; never
-    run two live instances with one id (the second fences the first, by design).
+    run two live instances with one id (the second fences the first, by design). With
+    ``static_membership`` it is also the consumer's ``group.instance.id``: a restarted instance
+    takes its partitions back at once instead of after the dead one's session timeout (and an
+    instance that stops keeps them for that long).
     """
 
     def __init__(
@@ -127,6 +130,7 @@ class Processor(Generic[S, C, E]):
         timer_batch: int = 500,
         transaction_timeout_ms: int = 10_000,
         stop: threading.Event | None = None,
+        static_membership: bool = False,
     ) -> None:
         self.settings = settings
         self.app = app
@@ -143,6 +147,7 @@ class Processor(Generic[S, C, E]):
         self._budget = batch_size
         self._deadline_s = transaction_timeout_ms / 1000 + _COMMIT_MARGIN_S
         group = f"{settings.topic_prefix}{app.name}"
+        membership = {"group.instance.id": instance_id} if static_membership else {}
         self._producer = transactional_producer(
             settings,
             transactional_id=f"{settings.topic_prefix}{app.name}-{instance_id}",
@@ -159,6 +164,7 @@ class Processor(Generic[S, C, E]):
                 "session.timeout.ms": 6000,
                 "heartbeat.interval.ms": 1500,
                 "max.poll.interval.ms": 300_000,
+                **membership,
             },
         )
         restorer = Restorer(

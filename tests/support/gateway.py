@@ -158,13 +158,25 @@ def dispatch(
     raise AssertionError("the gate did not dispatch the candidate")
 
 
+class ActionsProducer:
+    """A long-lived producer onto ``actions`` (keyed by run id, as the gate produces), so that
+    a record's timestamp is when it was sent, not when a new producer got ready."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.topic = settings.topic(ACTIONS)
+        self._producer = idempotent_producer(
+            settings, client_id="test-gate", tuning={"linger.ms": 0}
+        )
+
+    def send(self, records: Iterable[Any]) -> None:
+        for record in records:
+            self._producer.produce(self.topic, key=record.run_id.encode(), value=encode(record))
+        assert self._producer.flush(30) == 0
+
+
 def produce(settings: Settings, records: Iterable[Any]) -> None:
     """Produce records onto ``actions``, keyed by their run id (as the gate does)."""
-    producer = idempotent_producer(settings, client_id="test-gate")
-    topic = settings.topic(ACTIONS)
-    for record in records:
-        producer.produce(topic, key=record.run_id.encode(), value=encode(record))
-    assert producer.flush(30) == 0
+    ActionsProducer(settings).send(records)
 
 
 def journal(settings: Settings, run_id: str | None = None) -> list[Any]:
