@@ -34,6 +34,7 @@ from consumers.gateway.settings import GatewaySettings
 from consumers.venue.adapter import Attempt, VenueAdapter
 from consumers.venue.binance_spot import BinanceSpotClient
 from consumers.venue.paper import PaperVenueClient
+from schemas.commands import VenueAnswered
 from streams.core.journal import EffectRequest, ExposureRequest, LookupRequest, SendRequest
 from streams.core.journal.commands import Command
 from streams.core.journal.model import NOTIFICATION
@@ -103,7 +104,7 @@ class Shell:
             self._local.channel = channel
         return channel
 
-    def expired(self, effect: EffectRequest, now_ms: int) -> Command | None:
+    def expired(self, effect: EffectRequest, now_ms: int) -> VenueAnswered | None:
         """``not_sent`` for a send past its ``send_by_ms``; ``None`` for anything fresh."""
         if isinstance(effect, SendRequest) and now_ms >= effect.send_by_ms:
             late = now_ms - effect.send_by_ms

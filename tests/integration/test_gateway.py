@@ -71,7 +71,7 @@ class World:
         return [
             r
             for r in self.records
-            if isinstance(r, kind) and (run_id is None or r.run_id == run_id)
+            if isinstance(r, kind) and (run_id is None or getattr(r, "run_id", None) == run_id)
         ]
 
 
