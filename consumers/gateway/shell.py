@@ -31,7 +31,7 @@ from consumers.gateway.orders import (
     venue_answered,
 )
 from consumers.gateway.settings import GatewaySettings
-from consumers.venue.adapter import Attempt, VenueAdapter
+from consumers.venue.adapter import Attempt, Rejected, Unknown, VenueAdapter
 from consumers.venue.binance_spot import BinanceSpotClient
 from consumers.venue.paper import PaperVenueClient
 from schemas.commands import VenueAnswered
@@ -139,11 +139,14 @@ class Shell:
         self.failpoints.check("before_send", (send,))
         answer = self._venue().place(order, Attempt(send.timestamp_ms, send_window_ms(send)))
         observed = self.clock()
+        shown = type(answer).__name__
+        if isinstance(answer, Rejected | Unknown):
+            shown += f"({answer.reason.value})"
         log.info(
             "sent %s attempt %d: %s (%d ms after its attempt time)",
             send.action_id,
             send.attempt,
-            type(answer).__name__,
+            shown,
             observed - send.timestamp_ms,
         )
         return venue_answered(send, answer, observed)
