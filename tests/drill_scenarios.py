@@ -22,13 +22,13 @@ from typing import Any
 from confluent_kafka import Producer
 
 from schemas.events import ActionDispatched
-from sluicegate.config import Settings
-from sluicegate.topics import ensure_topics
+from streams.settings import Settings
+from streams.kafka.topics import ensure_topics
 from streams.core.journal import RunJournal, evolve, needs_recovery, next_due_ms
 from streams.core.journal.lifecycle import SETTLED, ActionStatus
-from tests import gateway_helpers as g
-from tests.kafka_helpers import read_topic, unique_settings
-from tests.venue_helpers import VenueProcess
+from tests.support import gateway as g
+from tests.support.kafka import read_topic, unique_settings
+from tests.support.venue import VenueProcess
 
 SLOTS = ("entry", "protection", "notification")
 RUN_TIMEOUT_S = 90.0
@@ -199,7 +199,7 @@ def _stopped(pid: int) -> bool:
 def changelog_snapshot(settings: Settings) -> dict[str, bytes | None]:
     """The gateway changelog's content now (key -> latest value), partition 0."""
     content: dict[str, bytes | None] = {}
-    for message in read_topic(settings, settings.topic("gateway-changelog")):
+    for message in read_topic(settings, settings.topic(GATEWAY_CHANGELOG)):
         key = message.key()
         content[bytes(key or b"").decode()] = message.value()
     return content
@@ -211,7 +211,7 @@ def restore_changelog(settings: Settings, snapshot: dict[str, bytes | None]) -> 
     number of keys the restore took back."""
     now = changelog_snapshot(settings)
     producer = Producer(settings.producer_config(**{"enable.idempotence": True}))
-    topic = settings.topic("gateway-changelog")
+    topic = settings.topic(GATEWAY_CHANGELOG)
     newer = [k for k in now if k not in snapshot and now[k] is not None]
     for key in newer:
         producer.produce(topic, key=key.encode(), value=None, partition=0)

@@ -36,9 +36,9 @@ from schemas.events import (
 )
 from streams.core.journal.state_codec import decode_state
 from streams.engine.store import state_key
-from tests import drill_scenarios as d
-from tests import gateway_helpers as g
-from tests.venue_helpers import VenueProcess, running_venue
+from tests.support import drills as d
+from tests.support import gateway as g
+from tests.support.venue import VenueProcess, running_venue
 
 pytestmark = [pytest.mark.drill, pytest.mark.timeout(900)]
 
@@ -217,8 +217,9 @@ def two_recovery_workers(venue: VenueProcess, root: Path) -> d.Outcome:
     a, b = scenario.gateway("gateway-a"), scenario.gateway("gateway-b")
     a.start()
     b.start()
+    # Each is assigned only in a rebalance that includes the other, once both have joined.
     deadline = time.monotonic() + 60
-    while not ("assigned [0]" in a.log() or "assigned [0]" in b.log()) or "assigned" not in b.log():
+    while "assigned" not in a.log() or "assigned" not in b.log():
         assert time.monotonic() < deadline, "the two gateways never shared the group"
         time.sleep(0.2)
     scenario.dispatch(record)
@@ -444,10 +445,19 @@ def test_a_backup_that_predates_the_attempt_does_not_prove_absence(drills: d.Poo
 def test_two_recovery_workers_on_one_run_one_owner(drills: d.Pool) -> None:
     outcome = drills.result("two recovery workers")
     one_order_each(outcome)
-    owners = {a.owner_instance for a in of(outcome, AttemptStarted)}
-    owners |= {r.owner_instance for r in of(outcome, RecoveryStarted)}
-    owners |= {h.owner for h in of(outcome, ActionHeld)}
-    assert len(owners) == 1, owners
+    # Whoever holds the run's partition decides for it. A rebalance may hand it over; the new
+    # owner then restores and recovers before it attempts anything (or finishes the recovery
+    # that is open).
+    owner, recovering = None, False
+    for record in outcome.records:
+        by = getattr(record, "owner_instance", None) or getattr(record, "owner", None)
+        if isinstance(record, AttemptStarted | RecoveryStarted | ActionHeld) and by != owner:
+            handed_over = owner is not None
+            assert not handed_over or recovering or isinstance(record, RecoveryStarted), record
+            owner = by
+        recovering = (recovering or isinstance(record, RecoveryStarted)) and not isinstance(
+            record, RecoveryReceiptRecorded
+        )
     asked = [r for r in of(outcome, RecoveryStarted) if r.requested_by.startswith("operator-")]
     # The second request found the first recovery open (its lookup waits out the venue's
     # hiding of the order) and changed nothing; at most one operator recovery advanced it.

@@ -305,6 +305,7 @@ def query(
 
 
 def sized_quantity(exposure: Decimal, executed: Decimal) -> str:
-    """What a protection covers: the venue-reported exposure, capped at the entry's fills
-    (an account may hold more of the asset than this run bought)."""
+    """What a protection covers: the venue-reported exposure, capped at what the entry's fills
+    brought the account (net of commission charged in the asset): an account may hold more of
+    the asset than this run bought, and another run's protection may be about to take it."""
     return decimal_text(max(Decimal(0), min(exposure, executed)))
