@@ -22,10 +22,10 @@ from typing import Any
 from confluent_kafka import Producer
 
 from schemas.events import ActionDispatched
-from streams.settings import Settings
-from streams.kafka.topics import ensure_topics
 from streams.core.journal import RunJournal, evolve, needs_recovery, next_due_ms
 from streams.core.journal.lifecycle import SETTLED, ActionStatus
+from streams.kafka.topics import ensure_topics
+from streams.settings import Settings
 from tests.support import gateway as g
 from tests.support.kafka import read_topic, unique_settings
 from tests.support.venue import VenueProcess

@@ -23,11 +23,12 @@ import orjson
 import pytest
 
 from consumers.gateway.operator import send_commands
-from schemas.commands import RecoverRun
+from schemas.commands import RecoverRun, ResolveHold
 from schemas.events import (
     ActionExpired,
     ActionHeld,
     AttemptStarted,
+    HoldResolved,
     QueryRequested,
     ReceiptRecorded,
     RecoveryReceiptRecorded,
@@ -241,6 +242,40 @@ def two_recovery_workers(venue: VenueProcess, root: Path) -> d.Outcome:
     return scenario.outcome()
 
 
+def held_then_resolved(venue: VenueProcess, root: Path) -> d.Outcome:
+    """E is accepted but answered 503 and every lookup fails: held when the budget is spent;
+    the venue answers again, an operator asks for a lookup, the hold ends with the fill."""
+    scenario = d.Scenario("E unknown past the budget: held, then resolved", venue, root)
+    record = g.dispatch()
+    client = g.client_id(record.run_id, E)
+    venue.fault(action="error", accept=True, client_order_id=client)
+    blind = venue.fault(
+        action="error", accept=False, op="query", client_order_id=client, count=None
+    )
+    scenario.dispatch(record)
+    gateway = scenario.gateway()
+    gateway.start()
+    scenario.wait(lambda: any(isinstance(r, ActionHeld) for r in scenario.journal()), gateway, 60)
+    venue.admin_ok("DELETE", f"/paper/v1/faults/{blind['id']}")
+    now = g.now_ms()
+    send_commands(
+        scenario.settings,
+        [
+            ResolveHold(
+                f"resolve-{now}",
+                scenario.run_id,
+                f"{scenario.run_id}.entry",
+                "retry_lookup",
+                "the venue answers queries again",
+                "drill-operator",
+                now,
+            )
+        ],
+    )
+    scenario.wait(scenario.rests, gateway, d.RUN_TIMEOUT_S)
+    return scenario.outcome()
+
+
 SCENARIOS: dict[str, Callable[[VenueProcess, Path], d.Outcome]] = {
     **{name: boundary(name, failpoint) for name, failpoint in BOUNDARIES.items()},
     "P rejected by the venue": with_fault(
@@ -274,6 +309,7 @@ SCENARIOS: dict[str, Callable[[VenueProcess, Path], d.Outcome]] = {
     "quiet period": quiet_period,
     "backup": backup_restore,
     "two recovery workers": two_recovery_workers,
+    "held then resolved": held_then_resolved,
 }
 
 
@@ -285,7 +321,8 @@ def drills(tmp_path_factory: pytest.TempPathFactory) -> Iterator[d.Pool]:
     with running_venue(root / "venue", g.DRILL_VENUE) as venue:
         pool = d.Pool(width=6)
         # The longest first, so that they overlap with everything else.
-        for name in sorted(SCENARIOS, key=lambda n: n not in ("quiet period", "zombie")):
+        longest = ("quiet period", "held then resolved", "zombie")
+        for name in sorted(SCENARIOS, key=lambda n: n not in longest):
             pool.submit(name, functools.partial(SCENARIOS[name], venue, root))
         yield pool
         pool.join()
@@ -463,3 +500,27 @@ def test_two_recovery_workers_on_one_run_one_owner(drills: d.Pool) -> None:
     # hiding of the order) and changed nothing; at most one operator recovery advanced it.
     assert len(asked) == 1, [r.requested_by for r in of(outcome, RecoveryStarted)]
     assert len(of(outcome, RecoveryReceiptRecorded)) == len(of(outcome, RecoveryStarted))
+
+
+def test_an_attempt_unresolved_past_the_budget_is_held_and_resolved_with_an_audit_record(
+    drills: d.Pool,
+) -> None:
+    outcome = drills.result("held then resolved")
+    one_order_each(outcome)
+    assert outcome.holds == 0 and outcome.attempts == {E: 1, P: 1, N: 1}
+    [held] = of(outcome, ActionHeld, E)
+    assert (held.reason, held.owner, held.attempt) == (
+        "reconciliation_budget_exhausted",
+        "gateway-1",
+        1,
+    )
+    [attempt] = of(outcome, AttemptStarted, E)
+    assert held.held_since_ms >= attempt.attempted_at_ms + 20_000  # the drill's budget
+    [resolved] = of(outcome, HoldResolved, E)
+    assert (resolved.resolution, resolved.resolved_by, resolved.held_since_ms) == (
+        "retry_lookup",
+        "drill-operator",
+        held.held_since_ms,
+    )
+    [filled] = [r for r in of(outcome, ReceiptRecorded, E) if r.outcome == "filled"]
+    assert filled.source == "reconciliation" and filled.recorded_at_ms >= resolved.resolved_at_ms

@@ -61,6 +61,7 @@ class World:
     gateway: g.GatewayProcess
     runs: list[str] = field(default_factory=list)
     invalid: str = ""
+    expired: str = ""
     records: list[Any] = field(default_factory=list)
 
     def refresh(self) -> list[Any]:
@@ -79,7 +80,8 @@ def _finished(world: World) -> bool:
     done = {
         r.run_id for r in world.refresh() if isinstance(r, RunCheckpointed) and r.next_tasks == ()
     }
-    return set(world.runs) | ({world.invalid} if world.invalid else set()) <= done
+    extra = {world.invalid, world.expired} - {""}
+    return set(world.runs) | extra <= done
 
 
 @pytest.fixture(scope="module")
@@ -108,7 +110,11 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
                     time.sleep(ahead)
             invalid = replace(g.dispatch(), account=None)
             world.invalid = invalid.run_id
-            producer.send([invalid])
+            # Dispatched 50 ms before its deadline (minus the clock uncertainty): it can only
+            # reach the gateway's final re-check after that, and expires there, unsent.
+            late = g.dispatch(window_ms=2_100)
+            world.expired = late.run_id
+            producer.send([invalid, late])
             wait_until(lambda: _finished(world), timeout_s=120)
             yield world
         finally:
@@ -215,10 +221,11 @@ def test_read_side_and_operator_commands(
         code, out, _ = _cli(capsys, "stats", "--json")
         stats = orjson.loads(out)
         assert (stats["actions_dispatched"], stats["unresolved_attempt"], stats["holds"]) == (
-            RUNS + 1,
+            RUNS + 2,
             0,
             1,
         )
+        assert stats["expired_before_send"] == 1
         status, body = _read(world.settings, "/v1/holds")
         [hold] = orjson.loads(body)["holds"]
         assert status == 200

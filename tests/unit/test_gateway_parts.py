@@ -32,6 +32,7 @@ from consumers.venue.adapter import (
     UnknownReason,
 )
 from schemas.commands import RecoverRun
+from sluicegate.supervisor import components_for
 from streams.core.journal import JournalPolicy, LookupRequest, SendRequest
 from streams.engine.failpoints import Failpoints
 from streams.settings import load_settings
@@ -257,3 +258,9 @@ def test_restored_runs_get_a_recovery_only_when_they_need_one() -> None:
     fenced = app.on_restored(world.state.run_id, world.state, 1)
     assert isinstance(fenced, RecoverRun) and fenced.journal_origin == "backup"
     assert app.unfenced == 1
+
+
+def test_serve_runs_the_gateway_and_a_local_paper_venue_first() -> None:
+    assert components_for(GatewaySettings())[:3] == ["venue", "processor", "gateway"]
+    remote = GatewaySettings(venue="binance", venue_url="https://testnet.binance.vision")
+    assert "venue" not in components_for(remote) and "gateway" in components_for(remote)
