@@ -21,7 +21,7 @@ from confluent_kafka import KafkaError
 
 from streams.engine.processor import Processor
 from streams.settings import Settings
-from tests.engine_toy import (
+from tests.support.engine_toy import (
     Admitted,
     Running,
     ToyApp,
@@ -31,7 +31,7 @@ from tests.engine_toy import (
     produce_records,
     record,
 )
-from tests.faults import Faulty, kafka_error
+from tests.support.faults import Faulty, kafka_error
 from tests.support.kafka import create_topics, unique_settings, wait_until
 
 pytestmark = pytest.mark.integration
@@ -82,10 +82,10 @@ def toy() -> Iterator[tuple[Settings, EffectToy]]:
     create_topics(
         settings,
         [
-            (settings.topic("in"), 2, False),
-            (settings.topic("changelog"), 2, True),
-            (settings.topic("out"), 2, False),
-            (settings.topic("dead-letters"), 1, False),
+            (settings.topic_named("in"), 2, False),
+            (settings.topic_named("changelog"), 2, True),
+            (settings.topic_named("out"), 2, False),
+            (settings.topic_named("dead-letters"), 1, False),
         ],
     )
     yield settings, EffectToy(settings)

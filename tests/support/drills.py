@@ -19,11 +19,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import Producer
-
 from schemas.events import ActionDispatched
+from schemas.topics import GATEWAY_CHANGELOG
 from streams.core.journal import RunJournal, evolve, needs_recovery, next_due_ms
 from streams.core.journal.lifecycle import SETTLED, ActionStatus
+from streams.kafka.clients import idempotent_producer
 from streams.kafka.topics import ensure_topics
 from streams.settings import Settings
 from tests.support import gateway as g
@@ -210,7 +210,7 @@ def restore_changelog(settings: Settings, snapshot: dict[str, bytes | None]) -> 
     does: a tombstone for every key written since, then every key's old value. Returns the
     number of keys the restore took back."""
     now = changelog_snapshot(settings)
-    producer = Producer(settings.producer_config(**{"enable.idempotence": True}))
+    producer = idempotent_producer(settings, client_id="test-restore")
     topic = settings.topic(GATEWAY_CHANGELOG)
     newer = [k for k in now if k not in snapshot and now[k] is not None]
     for key in newer:
