@@ -13,41 +13,31 @@ Both rules are idempotent (applying a row twice changes nothing) and, for keys f
 partition or with stage-ordered ranks, independent of how topics interleave. The SQL store
 (:mod:`projections.store`) and the tests' in-memory projection
 (``tests/support/memory_projection.py``) implement the same rules from the same specs; tests
-hold them to each other.
+hold them to each other. :data:`TABLES` are admission's and the branches' (here) and the
+execution gateway's (:mod:`projections.journal_tables`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, Literal
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
-Row = dict[str, object]
-RowOp = tuple[str, Row]
-CounterKey = tuple[str, str]
-Policy = Literal["first", "max"]
+from projections.journal_tables import JOURNAL_TABLES
+from projections.table_spec import CounterKey, Policy, Row, RowOp, TableSpec
 
-
-@dataclass(frozen=True)
-class TableSpec:
-    """One projected table: its columns (as created by the migrations), key and policy.
-
-    ``counters(row)`` names the ``(counter, label)`` pairs one inserted row adds 1 to; only
-    ``"first"`` tables count, because only their inserts are unambiguous events.
-    """
-
-    name: str
-    columns: tuple[str, ...]
-    key: tuple[str, ...]
-    policy: Policy = "first"
-    counters: Callable[[Row], Sequence[CounterKey]] | None = None
-
-    def key_of(self, row: Row) -> tuple[object, ...]:
-        return tuple(row[c] for c in self.key)
-
-    @property
-    def rank_index(self) -> int:
-        return self.columns.index("rank")
+__all__ = [
+    "JOURNAL_TABLES",
+    "META_TABLES",
+    "TABLES",
+    "TABLES_BY_NAME",
+    "CounterKey",
+    "Policy",
+    "Row",
+    "RowOp",
+    "TableSpec",
+    "reduce_rows",
+    "storable",
+]
 
 
 def _outcome_counters(row: Row) -> Sequence[CounterKey]:
@@ -75,11 +65,6 @@ def _report_counters(row: Row) -> Sequence[CounterKey]:
     if row["kind"] == "skipped" and row["detail"] == EXPIRED_AT_DEQUEUE_REASON:
         return (("expired_at_dequeue", ""),)
     return ()
-
-
-def _expiry_counters(row: Row) -> Sequence[CounterKey]:
-    # The gateway's final re-check (the gate counts its own CandidateExpired).
-    return (("expired_before_send", ""),) if row["reason"] == "expired_before_send" else ()
 
 
 _SOURCE = ("src_topic", "src_partition", "src_offset")
@@ -248,182 +233,7 @@ TABLES: tuple[TableSpec, ...] = (
         ("request_id",),
     ),
     TableSpec("evictions", ("admission_key", "run_ids", "evicted_at_ms"), ("admission_key",)),
-    # -- the execution gateway (migration 003; rows from projections.journal_handlers) -----
-    TableSpec(
-        "dispatches",
-        (
-            "action_id",
-            "run_id",
-            "kind",
-            "scope_key",
-            "side",
-            "quantity",
-            "notional",
-            "instrument",
-            "account",
-            "expires_at_ms",
-            "requested_at_ms",
-            "dispatched_at_ms",
-        ),
-        ("action_id",),
-        counters=lambda row: (("actions_dispatched", ""),),
-    ),
-    TableSpec(
-        "journal_intents",
-        (
-            "action_id",
-            "run_id",
-            "slot",
-            "client_order_id",
-            "side",
-            "quantity",
-            "notional",
-            "limit_price",
-            "instrument",
-            "venue",
-            "account",
-            "environment",
-            "expires_at_ms",
-            "authorized_until_ms",
-            "depends_on",
-            "sized_from_json",
-            "recv_window_ms",
-            "quiet_period_ms",
-            "intended_at_ms",
-        ),
-        ("action_id",),
-    ),
-    TableSpec(
-        "journal_attempts",
-        (
-            "action_id",
-            "attempt",
-            "run_id",
-            "slot",
-            "client_order_id",
-            "request_json",
-            "attempted_at_ms",
-            "recv_window_ms",
-            "send_by_ms",
-            "absence_after_ms",
-            "owner_instance",
-            "owner_generation",
-            "reason",
-        ),
-        ("action_id", "attempt"),
-    ),
-    TableSpec(
-        "journal_receipts",
-        (
-            "src_partition",
-            "src_offset",
-            "action_id",
-            "run_id",
-            "slot",
-            "attempt",
-            "client_order_id",
-            "outcome",
-            "venue_order_id",
-            "status",
-            "executed_quantity",
-            "fills_json",
-            "source",
-            "queried_at_ms",
-            "observed_at_ms",
-            "conflict",
-            "error_code",
-            "detail",
-            "recorded_at_ms",
-        ),
-        ("src_partition", "src_offset"),
-    ),
-    TableSpec(
-        "journal_holds",
-        ("action_id", "held_since_ms", "run_id", "slot", "attempt", "owner", "reason", "detail"),
-        ("action_id", "held_since_ms"),
-    ),
-    TableSpec(
-        "journal_hold_resolutions",
-        (
-            "action_id",
-            "held_since_ms",
-            "run_id",
-            "resolution",
-            "resolved_by",
-            "reason",
-            "held_reason",
-            "resolved_at_ms",
-        ),
-        ("action_id", "held_since_ms"),
-    ),
-    TableSpec(
-        "journal_expirations",
-        (
-            "action_id",
-            "run_id",
-            "slot",
-            "reason",
-            "attempts",
-            "expires_at_ms",
-            "authorized_until_ms",
-            "checked_at_ms",
-        ),
-        ("action_id",),
-        counters=_expiry_counters,
-    ),
-    TableSpec(
-        "journal_checkpoints",
-        (
-            "run_id",
-            "sequence",
-            "checkpoint_id",
-            "workflow_revision",
-            "completed_json",
-            "next_tasks",
-            "checkpointed_at_ms",
-        ),
-        ("run_id", "sequence"),
-    ),
-    TableSpec(
-        "journal_recoveries",
-        (
-            "recovery_id",
-            "run_id",
-            "requested_by",
-            "reason",
-            "journal_origin",
-            "owner_instance",
-            "owner_generation",
-            "checkpoint_id",
-            "records_consulted",
-            "routed_to_lookup",
-            "absence_not_before_ms",
-            "supersedes",
-            "started_at_ms",
-        ),
-        ("recovery_id",),
-    ),
-    TableSpec(
-        "journal_recovery_receipts",
-        (
-            "recovery_id",
-            "run_id",
-            "checkpoint_id",
-            "records_consulted",
-            "evidence_json",
-            "next_permitted",
-            "checkpoint_advanced_to",
-            "held",
-            "recorded_at_ms",
-        ),
-        ("recovery_id",),
-    ),
-    TableSpec(
-        "action_status",
-        ("action_id", "run_id", "slot", "status", "at_ms", "rank"),
-        ("action_id",),
-        policy="max",
-    ),
+    *JOURNAL_TABLES,
 )
 
 TABLES_BY_NAME: Mapping[str, TableSpec] = {spec.name: spec for spec in TABLES}
