@@ -191,6 +191,14 @@ def _cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]
     return code, out, err
 
 
+def _timeline_rows(table: str) -> dict[str, list[str]]:
+    """The rows of ``runs timeline``'s table by record type, in order."""
+    rows: dict[str, list[str]] = {}
+    for line in table.splitlines()[1:]:
+        rows.setdefault(line.split()[3], []).append(line.rstrip())
+    return rows
+
+
 def _read(settings: Settings, path: str) -> tuple[int, Any]:
     async def go() -> tuple[int, Any]:
         app = web.Application()
@@ -266,6 +274,20 @@ def test_read_side_and_operator_commands(
         code, out, err = _cli(capsys, "projections", "rebuild", "--verify", "--no-progress")
         assert code == 0, out + err
         assert "verify: no differences" in err
+
+        # The readable timeline says what each journal record established.
+        code, out, _ = _cli(capsys, "runs", "timeline", run)
+        assert code == 0
+        rows = _timeline_rows(out)
+        [filled] = [r for r in world.of(ReceiptRecorded, run) if r.slot == "entry"]
+        assert (
+            f"entry attempt=1 outcome=filled venue_order_id={filled.venue_order_id}"
+            in rows["ReceiptRecorded"][0]
+        )
+        assert "entry attempt=1 reason=first owner=gateway-1" in rows["AttemptStarted"][0]
+        assert rows["RunCheckpointed"][0].endswith("C1 next=entry")
+        assert rows["RunCheckpointed"][-1].endswith("C4 next=-")
+        assert "restored=C4 next=- consulted=" in rows["RecoveryReceiptRecorded"][0]
     finally:
         projector.stop.set()
         follow.join(30)
