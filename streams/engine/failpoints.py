@@ -31,6 +31,7 @@ import logging
 import os
 import re
 import signal
+import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
@@ -98,6 +99,12 @@ def _fire(failpoint: Failpoint) -> None:
     )
     for handler in logging.getLogger().handlers:
         handler.flush()
+    if failpoint.action == "stop":
+        # Sent to the process, SIGSTOP may be taken by another thread, and this one runs on
+        # (into its venue request) until the group stop reaches it; sent to this thread, it
+        # stops here, on its way back from the call, and the whole process with it.
+        signal.pthread_kill(threading.get_ident(), signal.SIGSTOP)
+        return
     os.kill(os.getpid(), ACTIONS[failpoint.action])
 
 

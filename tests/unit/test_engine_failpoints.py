@@ -90,3 +90,40 @@ def test_a_stop_failpoint_freezes_the_process_until_sigcont_and_fires_once() -> 
         time.sleep(0.02)
     os.kill(child.pid, signal.SIGCONT)
     assert child.wait(30) == 7
+
+
+def test_a_stop_freezes_the_thread_that_fired_it_before_it_runs_on(tmp_path: Path) -> None:
+    """The gateway's effect threads fire ``before_send`` while other threads run: the firing
+    thread must not reach its send while the process is (being) stopped."""
+    ran_on = 0
+    for n in range(8):
+        marks = tmp_path / f"marks-{n}"
+        child = _child(
+            "import threading, time\n"
+            f"marks = open({str(marks)!r}, 'w', buffering=1)\n"
+            "def busy():\n"
+            "    while True:\n"
+            "        pass\n"
+            "def effect():\n"
+            "    parse('before_send:AttemptStarted!stop').check("
+            "'before_send', [AttemptStarted('entry')])\n"
+            "    marks.write('sent\\n')\n"
+            "for target in (busy, busy, effect):\n"
+            "    threading.Thread(target=target, daemon=True).start()\n"
+            "time.sleep(60)\n"
+        )
+        try:
+            deadline = time.monotonic() + 30
+            while True:
+                _, status = os.waitpid(child.pid, os.WUNTRACED | os.WNOHANG)
+                if status and os.WIFSTOPPED(status):
+                    break
+                assert time.monotonic() < deadline, "the child never stopped"
+                time.sleep(0.02)
+            time.sleep(0.1)
+            ran_on += "sent" in marks.read_text()
+        finally:
+            os.kill(child.pid, signal.SIGKILL)
+            os.kill(child.pid, signal.SIGCONT)
+            child.wait(30)
+    assert ran_on == 0, f"in {ran_on} of 8 stops the firing thread ran on past the stop"
