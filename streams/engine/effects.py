@@ -41,7 +41,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol, TypeGuard, TypeVar
 
 from streams.engine.batch import Answer
 from streams.engine.failpoints import Failpoints
@@ -76,9 +76,10 @@ class EffectfulApp(Protocol[S, C_co, E_contra, F]):
 _CALLS = ("effects_of", "perform", "expired", "on_assigned", "on_restored")
 
 
-def is_effectful(app: object) -> bool:
-    """Whether ``app`` implements :class:`EffectfulApp`."""
-    return all(callable(getattr(app, name, None)) for name in _CALLS)
+def is_effectful(app: object) -> TypeGuard[EffectfulApp[Any, Any, Any, Any]]:
+    """Whether ``app`` implements :class:`EffectfulApp` (its calls and ``effect_threads``)."""
+    calls = all(callable(getattr(app, name, None)) for name in _CALLS)
+    return calls and isinstance(getattr(app, "effect_threads", None), int)
 
 
 @dataclass

@@ -183,8 +183,7 @@ class Processor(Generic[S, C, E]):
         self._failpoints = failpoints.from_env()
         self.effects: EffectRunner | None = None
         if is_effectful(app):
-            threads = int(getattr(app, "effect_threads", 8))
-            self.effects = EffectRunner(app, clock, self._failpoints, threads)  # type: ignore[arg-type]
+            self.effects = EffectRunner(app, clock, self._failpoints, app.effect_threads)
 
     # -- lifecycle -------------------------------------------------------------------------
 

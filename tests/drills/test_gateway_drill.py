@@ -1,6 +1,6 @@
 """Crash drills of the execution gateway: kill -9 at every boundary, twice; zombies; backups.
 
-One paper venue process serves every scenario (``tests/drill_scenarios.py``); each scenario has
+One paper venue process serves every scenario (``tests/support/drills.py``); each scenario has
 its own topics and gateway processes and runs concurrently with the others (the module starts
 them all, each test waits for its own). The failpoints (``SLUICEGATE_FAILPOINTS``) make the
 gateway SIGKILL (or SIGSTOP) itself at an exact commit boundary; "twice in a row" restarts it
