@@ -107,14 +107,3 @@ def resolution_since(
         (action_id, since_ms),
     )
     return rows[0] if rows else None
-
-
-def action_statuses(conn: psycopg.Connection[Any], schema: str, run_id: str) -> list[Json]:
-    """Every action of a run with its current status."""
-    return fetch_all(
-        conn,
-        sql.SQL(
-            "SELECT action_id, slot, status, at_ms FROM {} WHERE run_id = %s ORDER BY rank"
-        ).format(table(schema, "action_status")),
-        (run_id,),
-    )
