@@ -135,11 +135,12 @@ class Scenario:
     def rests(self) -> bool:
         return at_rest(fold(self.journal()))
 
-    def run_twice_then_clean(self, failpoint: str, *args: str) -> None:
-        """Start with ``failpoint`` until it kills the gateway; start with it once more; then,
-        if that start was killed too, once without; each time until the run is at rest."""
+    def run_twice_then_clean(self, failpoint: str, again: str, *args: str) -> None:
+        """Start with ``failpoint`` until it kills the gateway; start with ``again`` (a kill
+        inside the same window); then, if that start was killed too, once without; each time
+        until the run is at rest."""
         gateway = self.gateway()
-        for armed in (failpoint, failpoint, None):
+        for armed in (failpoint, again, None):
             gateway.start(*args, failpoints=armed)
             if self.wait(self.rests, gateway, RUN_TIMEOUT_S):
                 return
