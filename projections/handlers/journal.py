@@ -3,8 +3,9 @@
 Registered into :data:`projections.rows.HANDLERS` on import (:mod:`projections.handlers`
 imports every area). Every journal record also updates ``action_status`` (policy ``max``,
 rank = its offset on ``journal``: one run's records are on one partition, in order), from
-which the gauges ``unresolved_attempt`` (attempted or reconciling) and ``holds`` (held) are
-read. Operator commands and effect answers reach the event log only."""
+which (with ``journal_holds`` and ``journal_receipts``) the gauges ``unresolved_attempt``
+(attempted or reconciling, or held while the held attempt's outcome is not established) and
+``holds`` (held) are read. Operator commands and effect answers reach the event log only."""
 
 from __future__ import annotations
 

@@ -18,14 +18,24 @@ SETTLED = ("acknowledged", "filled", "rejected", "expired", "closed", "not_neede
 
 
 def gauges(conn: psycopg.Connection[Any], schema: str) -> dict[str, int]:
-    """``unresolved_attempt`` (attempts without an established outcome now) and ``holds``
-    (actions held now), from each action's current status."""
+    """``unresolved_attempt`` (attempts without an established outcome now: attempted or
+    reconciling, and held ones whose held attempt has no established receipt) and ``holds``
+    (actions held now), from each action's current status and its latest hold."""
     [row] = fetch_all(
         conn,
         sql.SQL(
-            "SELECT count(*) FILTER (WHERE status = ANY(%s)) AS unresolved, "
-            "count(*) FILTER (WHERE status = 'held') AS holds FROM {}"
-        ).format(table(schema, "action_status")),
+            "SELECT count(*) FILTER (WHERE s.status = ANY(%s) OR (s.status = 'held' "
+            "AND h.attempt > 0 AND NOT EXISTS (SELECT 1 FROM {receipts} r "
+            "WHERE r.action_id = s.action_id AND r.attempt = h.attempt "
+            "AND r.outcome <> 'unknown'))) AS unresolved, "
+            "count(*) FILTER (WHERE s.status = 'held') AS holds "
+            "FROM {status} s LEFT JOIN LATERAL (SELECT attempt FROM {holds} x "
+            "WHERE x.action_id = s.action_id ORDER BY x.held_since_ms DESC LIMIT 1) h ON TRUE"
+        ).format(
+            status=table(schema, "action_status"),
+            holds=table(schema, "journal_holds"),
+            receipts=table(schema, "journal_receipts"),
+        ),
         (list(UNRESOLVED),),
     )
     return {"unresolved_attempt": int(row["unresolved"]), "holds": int(row["holds"])}
