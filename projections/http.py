@@ -1,5 +1,5 @@
 """The read side over HTTP: ``GET /v1/runs/{id}``, ``/v1/occurrences/{key}``, ``/v1/stats``,
-``/metrics``.
+``/v1/holds``, ``/metrics``.
 
 :func:`create_read_app` is the application ``sluicegate ingest`` serves on its *own* listener
 (``SLUICEGATE_READ_HTTP``, loopback by default), never on the webhook's: runs carry payloads,
@@ -31,6 +31,7 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 from projections import metrics, queries
 from projections.db import describe_dsn, schema_name
 from projections.errors import ProjectionUnavailable
+from projections.queries import journal as journal_queries
 from streams.settings import Settings
 
 _T = TypeVar("_T")
@@ -109,6 +110,7 @@ def add_read_routes(app: web.Application, settings: Settings) -> None:
     # `.+` so that an admission key with a "/" matches whether or not it was %2F-encoded.
     app.router.add_get("/v1/occurrences/{key:.+}", _get_occurrence)
     app.router.add_get("/v1/stats", _get_stats)
+    app.router.add_get("/v1/holds", _get_holds)
     app.router.add_get("/metrics", _get_metrics)
 
 
@@ -197,6 +199,18 @@ async def _get_stats(request: web.Request) -> web.Response:
     except _Unavailable as e:
         return _unavailable(e)
     return web.json_response(stats)
+
+
+async def _get_holds(request: web.Request) -> web.Response:
+    """Open holds; ``?all=true`` every hold with its resolution."""
+    resolved = request.query.get("all", "").lower() in ("1", "true", "yes")
+    try:
+        holds = await _query(
+            request, lambda c, s: journal_queries.list_holds(c, s, resolved=resolved)
+        )
+    except _Unavailable as e:
+        return _unavailable(e)
+    return web.json_response({"holds": holds})
 
 
 async def _get_metrics(request: web.Request) -> web.Response:

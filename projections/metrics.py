@@ -25,7 +25,7 @@ _HELP: dict[str, str] = {
     "expired_before_send": "Actions not sent because the deadline passed before dispatch.",
     "superseded": "Candidates replaced by a newer accepted signal of their scope.",
     "actions_dispatched": "Actions dispatched to the gateway.",
-    "unresolved_attempt": "Attempts whose outcome is unknown and not yet reconciled.",
+    "unresolved_attempt": "Attempts whose outcome is not established (held ones included).",
     "holds": "Actions on hold awaiting an owner's decision.",
 }
 GAUGES = frozenset({"unresolved_attempt", "holds"})

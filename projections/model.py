@@ -13,41 +13,31 @@ Both rules are idempotent (applying a row twice changes nothing) and, for keys f
 partition or with stage-ordered ranks, independent of how topics interleave. The SQL store
 (:mod:`projections.store`) and the tests' in-memory projection
 (``tests/support/memory_projection.py``) implement the same rules from the same specs; tests
-hold them to each other.
+hold them to each other. :data:`TABLES` are admission's and the branches' (here) and the
+execution gateway's (:mod:`projections.journal_tables`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, Literal
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
-Row = dict[str, object]
-RowOp = tuple[str, Row]
-CounterKey = tuple[str, str]
-Policy = Literal["first", "max"]
+from projections.journal_tables import JOURNAL_TABLES
+from projections.table_spec import CounterKey, Policy, Row, RowOp, TableSpec
 
-
-@dataclass(frozen=True)
-class TableSpec:
-    """One projected table: its columns (as created by the migrations), key and policy.
-
-    ``counters(row)`` names the ``(counter, label)`` pairs one inserted row adds 1 to; only
-    ``"first"`` tables count, because only their inserts are unambiguous events.
-    """
-
-    name: str
-    columns: tuple[str, ...]
-    key: tuple[str, ...]
-    policy: Policy = "first"
-    counters: Callable[[Row], Sequence[CounterKey]] | None = None
-
-    def key_of(self, row: Row) -> tuple[object, ...]:
-        return tuple(row[c] for c in self.key)
-
-    @property
-    def rank_index(self) -> int:
-        return self.columns.index("rank")
+__all__ = [
+    "JOURNAL_TABLES",
+    "META_TABLES",
+    "TABLES",
+    "TABLES_BY_NAME",
+    "CounterKey",
+    "Policy",
+    "Row",
+    "RowOp",
+    "TableSpec",
+    "reduce_rows",
+    "storable",
+]
 
 
 def _outcome_counters(row: Row) -> Sequence[CounterKey]:
@@ -243,6 +233,7 @@ TABLES: tuple[TableSpec, ...] = (
         ("request_id",),
     ),
     TableSpec("evictions", ("admission_key", "run_ids", "evicted_at_ms"), ("admission_key",)),
+    *JOURNAL_TABLES,
 )
 
 TABLES_BY_NAME: Mapping[str, TableSpec] = {spec.name: spec for spec in TABLES}

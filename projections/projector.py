@@ -91,6 +91,9 @@ class Projector:
         self._conn: psycopg.Connection | None = None
         self._store: Store | None = None
         self._positions: Offsets = {}
+        self._left_behind = False
+        """Whether a step passed over messages (or an end) at or past its target: they are no
+        longer in the consumer's stream, so a further target must seek back for them."""
         self._sources = Sources(settings, self.schema, self.topics)
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -145,6 +148,9 @@ class Projector:
         or when ``until`` lies beyond a partition's end.
         """
         self._start()
+        if self._left_behind:
+            self._sources.assign(self._positions, only_if_changed=False)
+            self._left_behind = False
         target = dict(until) if until is not None else self._sources.end_offsets()
         ends = self._sources.end_offsets()
         beyond = {tp: o for tp, o in target.items() if o > ends.get(tp, 0)}
@@ -237,6 +243,7 @@ class Projector:
                     # The end may lie past the last message (transaction markers): store it,
                     # so that "caught up" means stored offset == end.
                     end = offset if until is None else min(offset, until.get(tp, 0))
+                    self._left_behind = self._left_behind or end < offset
                     if end > current:
                         advance[tp] = end
                 elif err.fatal():
@@ -248,6 +255,7 @@ class Projector:
                 continue  # fetched before a re-seek; already applied
             if until is not None and offset >= until.get(tp, 0):
                 # Everything before it has been consumed (partitions are ordered).
+                self._left_behind = True
                 if until.get(tp, 0) > current:
                     advance[tp] = until.get(tp, 0)
                 continue

@@ -51,6 +51,8 @@ class Key(StrEnum):
 
 ADMISSION_GROUP = "admission"
 """The co-partitioned group of everything keyed by admission key."""
+GATEWAY_GROUP = "gateway"
+"""The co-partitioned group of everything keyed by run id that the execution gateway decides."""
 
 
 @dataclass(frozen=True)
@@ -128,6 +130,32 @@ DEAD_LETTERS = TopicSpec(
     "dead-letters", Key.ORIGINAL_KEY, Role.DEAD_LETTER, partitions=1, retention_ms=30 * DAY_MS
 )
 """Records a stream app could not decide (headers ``sluicegate.reason``, ``sluicegate.origin``)."""
+ACTIONS = TopicSpec(
+    "actions",
+    Key.RUN_ID,
+    Role.OUTPUT,
+    retention_ms=30 * DAY_MS,
+    copartition_group=GATEWAY_GROUP,
+)
+"""``ActionDispatched`` (the gate's) and the operators' ``RecoverRun`` / ``ResolveHold``: the
+execution gateway's input."""
+GATEWAY_CHANGELOG = TopicSpec(
+    "gateway-changelog",
+    Key.RUN_ID,
+    Role.CHANGELOG,
+    compacted=True,
+    copartition_group=GATEWAY_GROUP,
+    changelog_of="gateway",
+)
+"""The execution gateway's state per run: its action journal."""
+JOURNAL = TopicSpec(
+    "journal",
+    Key.RUN_ID,
+    Role.OUTPUT,
+    retention_ms=30 * DAY_MS,
+    copartition_group=GATEWAY_GROUP,
+)
+"""The action journal: intents, attempts, receipts, holds, checkpoints, recovery receipts."""
 
 TOPICS: tuple[TopicSpec, ...] = (
     WORKFLOWS,
@@ -137,6 +165,9 @@ TOPICS: tuple[TopicSpec, ...] = (
     RUNS,
     TASKS,
     DEAD_LETTERS,
+    ACTIONS,
+    GATEWAY_CHANGELOG,
+    JOURNAL,
 )
 """Every topic, in the order ``sluicegate topics ensure`` lists them."""
 

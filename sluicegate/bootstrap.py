@@ -13,16 +13,22 @@ from dataclasses import dataclass
 from threading import Event
 
 from consumers.branch_worker import BranchWorker, Handler
+from consumers.gateway.app import make_app
+from consumers.gateway.settings import GatewaySettings
 from consumers.ingest.settings import IngestSettings
 from projections.projector import Projector
 from streams.adapters.workflow_table import WorkflowTable
 from streams.apps.admission import AdmissionApp
 from streams.core.admission import AdmissionEvent, Command, OccurrenceState
-from streams.engine.processor import Processor
+from streams.core.journal import Command as JournalCommand
+from streams.core.journal import JournalEvent, RunJournal
+from streams.engine import failpoints
+from streams.engine.processor import Processor, wall_clock_ms
 from streams.kafka.topics import ensure_topics
 from streams.settings import Settings
 
 AdmissionProcessor = Processor[OccurrenceState, Command, AdmissionEvent]
+GatewayProcessor = Processor[RunJournal, JournalCommand, JournalEvent]
 
 
 @dataclass
@@ -48,6 +54,36 @@ def admission_processor(
         commit_interval_ms=commit_interval_ms,
     )
     return RunningAdmission(processor, table)
+
+
+def gateway_processor(
+    settings: Settings,
+    gateway: GatewaySettings,
+    *,
+    instance_id: str,
+    commit_interval_ms: int,
+    journal_restored: bool = False,
+) -> GatewayProcessor:
+    """The execution gateway on the exactly-once engine: the journal core, its venue shell
+    (``gateway`` names the venue), the failpoints armed by ``SLUICEGATE_FAILPOINTS``, static
+    group membership (a restarted instance takes its partitions back at once)."""
+    ensure_topics(settings)
+    app = make_app(
+        settings,
+        gateway,
+        instance_id=instance_id,
+        clock=wall_clock_ms,
+        failpoints=failpoints.from_env(),
+        journal_restored=journal_restored,
+    )
+    processor: GatewayProcessor = Processor(
+        settings,
+        app,
+        instance_id=instance_id,
+        commit_interval_ms=commit_interval_ms,
+        static_membership=True,
+    )
+    return processor
 
 
 def branch_worker(

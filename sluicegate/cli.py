@@ -17,6 +17,8 @@ from consumers.errors import ConsumersError
 from projections.errors import ProjectionError
 from schemas.errors import SchemaError
 from sluicegate.commands import (
+    gateway,
+    holds,
     ingest,
     occurrences,
     processor,
@@ -47,6 +49,8 @@ COMMANDS = (
     replay,
     projections,
     venue,
+    gateway,
+    holds,
 )
 
 ERROR_ROOTS: tuple[type[Exception], ...] = (

@@ -2,7 +2,9 @@
 
 Each component is its own ``sluicegate <component>`` process, so a crash of one (or a
 ``kill -9`` in a drill) is contained and the exactly-once machinery of that component is what
-recovers it. Restarts back off from 1 s to 30 s. SIGTERM or Ctrl-C stops every child (SIGTERM,
+recovers it. The paper venue (``sluicegate venue``) is one of them, started first, when the
+gateway's venue is ``paper`` at a local URL (``SLUICEGATE_VENUE``, ``SLUICEGATE_VENUE_URL``).
+Restarts back off from 1 s to 30 s. SIGTERM or Ctrl-C stops every child (SIGTERM,
 then SIGKILL after 15 s) and returns.
 
 With ``pid_file``, serve keeps a file of ``NAME PID`` lines: ``serve`` itself first, then each
@@ -25,12 +27,27 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from consumers.gateway.settings import GatewaySettings
 from consumers.ingest.settings import DEFAULT_READ_HTTP
 from sluicegate.errors import SluicegateError
 from streams.settings import Settings
 
 # In start order: the processor before the front door, so the first delivery finds it.
-COMPONENTS = ("processor", "projector", "worker", "ingest")
+COMPONENTS = ("processor", "gateway", "projector", "worker", "ingest")
+VENUE = "venue"
+"""Started first, and only when the gateway's venue is the paper venue on this machine."""
+
+
+def components_for(gateway: GatewaySettings) -> list[str]:
+    """What ``serve`` runs: :data:`COMPONENTS`, after the paper venue when it is local."""
+    return ([VENUE] if gateway.local_paper else []) + list(COMPONENTS)
+
+
+def _command(name: str, gateway: GatewaySettings) -> list[str]:
+    command = [sys.executable, "-m", "sluicegate.cli", name]
+    if name == VENUE:
+        command += ["--http", gateway.venue_listen]
+    return command
 
 
 @dataclass
@@ -48,7 +65,8 @@ def serve(
     pid_file: Path | None = None,
 ) -> int:
     """Run the components until SIGTERM/SIGINT (or ``stop``), restarting any that exits."""
-    components = list(COMPONENTS)
+    gateway = GatewaySettings.from_env()
+    components = components_for(gateway)
     if only:
         unknown = sorted(set(only) - set(components))
         if unknown:
@@ -95,9 +113,7 @@ def serve(
                     child.next_start = now + delay
                     changed = True
                 if child.process is None and now >= child.next_start:
-                    child.process = subprocess.Popen(
-                        [sys.executable, "-m", "sluicegate.cli", child.name]
-                    )
+                    child.process = subprocess.Popen(_command(child.name, gateway))
                     changed = True
             if changed and pid_file is not None:
                 _write_pids(pid_file, children)

@@ -1,8 +1,9 @@
 """Fault injection: rules that change how the venue answers chosen requests.
 
 A rule matches requests by operation (``place``, ``query``, ``cancel``, ``open_orders``,
-``account``, ``trades`` or ``any``) and optionally by client order id (``newClientOrderId`` when
-placing, ``origClientOrderId`` when querying or cancelling), symbol, request path and API
+``account``, ``trades``, ``notify`` (a POST to the notification sink) or ``any``) and
+optionally by client order id (``newClientOrderId`` when placing, ``origClientOrderId`` when
+querying or cancelling, the ``Idempotency-Key`` of a notification), symbol, request path and API
 (``binance`` or ``native``). It lets the first ``skip`` matching requests through, then applies to
 the next ``count`` of them (``null``: every one). Rules are tried in creation order and the
 first live one that matches decides. Actions:
@@ -36,7 +37,7 @@ from consumers.paper_venue.errors import MSG_INSUFFICIENT, MSG_STATUS_UNKNOWN
 from consumers.paper_venue.rows import FaultRow
 from consumers.paper_venue.store import Store
 
-OPS = frozenset({"place", "query", "cancel", "open_orders", "account", "trades", "any"})
+OPS = frozenset({"place", "query", "cancel", "open_orders", "account", "trades", "notify", "any"})
 ACTIONS = frozenset({"drop", "hold", "error", "reject", "not_found"})
 APIS = frozenset({"binance", "native"})
 MAX_HOLD_MS = 600_000

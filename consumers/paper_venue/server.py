@@ -33,6 +33,7 @@ from consumers.paper_venue.context import Venue
 from consumers.paper_venue.engine import Exchange
 from consumers.paper_venue.errors import PaperVenueError, Refusal
 from consumers.paper_venue.faults import FaultBook, FaultSpecError, parse_fault
+from consumers.paper_venue.notify_api import NotificationSink
 from consumers.paper_venue.store import Store
 
 log = logging.getLogger("sluicegate.venue")
@@ -137,7 +138,14 @@ def create_app(venue: Venue) -> web.Application:
     app.add_routes(binance_api.BinanceApi(venue).routes())
     app.add_routes(native_api.NativeApi(venue).routes())
     app.add_routes(AdminApi(venue).routes())
+    sink = NotificationSink(venue, venue.exchange.store.path)
+    app.add_routes(sink.routes())
+    app.on_cleanup.append(lambda _: _close(sink))
     return app
+
+
+async def _close(sink: NotificationSink) -> None:
+    sink.close()
 
 
 async def serve(venue: Venue, host: str, port: int, stop: asyncio.Event) -> None:

@@ -5,7 +5,8 @@ Every function takes an open connection and the schema, returns plain JSON-ready
 parameter; identifiers go through :class:`psycopg.sql.Identifier`.
 
 Modules: :mod:`.connection` (the reader and shared helpers), :mod:`.runs`,
-:mod:`.occurrences`, :mod:`.counts`; every query is importable from here.
+:mod:`.occurrences`, :mod:`.counts`, :mod:`.journal` (the gateway's tables: gauges, holds,
+recoveries); every query but the journal's is importable from here.
 """
 
 from projections.queries.connection import (

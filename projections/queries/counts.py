@@ -7,6 +7,7 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
+from projections.queries import journal
 from projections.queries.connection import Json, fetch_all, fetch_one, table
 
 # The keys of `sluicegate stats --json` and GET /v1/stats, in the public surface's order.
@@ -46,6 +47,7 @@ def get_stats(conn: psycopg.Connection[Any], schema: str) -> Json:
             stats[name][label] = value
         elif name in stats:
             stats[name] += value
+    stats.update(journal.gauges(conn, schema))  # gauges: what holds now, not a count
     return stats
 
 

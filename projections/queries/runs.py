@@ -108,7 +108,9 @@ def get_timeline(conn: psycopg.Connection[Any], schema: str, run_id: str) -> lis
 
     Includes the deliveries answered with the run, the branch reports as the workers sent
     them and as the processor accepted them, rerun requests for it and the runs they admitted,
-    and the eviction of its admission record. ``None`` when the run is unknown.
+    the eviction of its admission record, and the gateway's records (dispatch, the action
+    journal, checkpoints, holds, recoveries and operator commands). ``None`` when the run is
+    unknown.
     """
     if not storable(run_id):
         return None
@@ -117,9 +119,15 @@ def get_timeline(conn: psycopg.Connection[Any], schema: str, run_id: str) -> lis
         sql.SQL("SELECT admission_key FROM {} WHERE run_id = %s").format(table(schema, "runs")),
         (run_id,),
     )
-    if run is None:
-        return None
     log = table(schema, "event_log")
+    if run is None:
+        # A run whose admission is not projected (yet) may still have gateway records.
+        known = fetch_one(
+            conn, sql.SQL("SELECT 1 AS n FROM {} WHERE run_id = %s LIMIT 1").format(log), (run_id,)
+        )
+        if known is None:
+            return None
+        run = {"admission_key": None}
     rows = fetch_all(
         conn,
         sql.SQL(

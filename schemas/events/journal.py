@@ -216,7 +216,8 @@ class QueryRequested:
 class ExposureRecorded:
     """The venue's report of the run's exposure, recorded as a new timestamped observation.
 
-    ``sized_quantity`` = min(reported exposure, the entry's executed quantity): what the
+    ``sized_quantity`` = min(reported exposure, the entry's executed quantity net of the
+    commission charged in ``asset``, which ``entry_executed_quantity`` records): what the
     protection will cover (``"0"``: no protection is needed).
     """
 

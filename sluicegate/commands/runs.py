@@ -120,7 +120,59 @@ _SUMMARY_FIELDS = (
 )
 
 
+# What each record of the gateway's action journal established, as `label=field` tokens
+# (`field` alone: labelled by its name; `=field`: its value alone). Action ids show as their
+# slot (a timeline is one run's); `records_consulted` as a count.
+_JOURNAL_SPECS = {
+    "ActionDispatched": "=kind side quantity notional limit=limit_price",
+    "ActionIntended": "=slot side quantity notional limit=limit_price client_order_id",
+    "AttemptStarted": "=slot attempt reason owner=owner_instance client_order_id",
+    "ReceiptRecorded": (
+        "=slot attempt outcome venue_order_id executed=executed_quantity conflict "
+        "error=error_code source"
+    ),
+    "ActionExpired": "=slot reason",
+    "ActionHeld": "=slot attempt reason owner",
+    "HoldResolved": "=slot resolution by=resolved_by reason",
+    "RunCheckpointed": "=checkpoint_id next=next_tasks",
+    "QueryRequested": "=slot query reason",
+    "ExposureRecorded": "asset exposure=exposure_quantity sized=sized_quantity",
+    "RecoveryStarted": "restored=checkpoint_id lookup=routed_to_lookup origin=journal_origin "
+    "owner=owner_instance",
+    "RecoveryReceiptRecorded": "restored=checkpoint_id next=next_permitted "
+    "consulted=records_consulted advanced_to=checkpoint_advanced_to held",
+    "RecoverRun": "by=requested_by reason origin=journal_origin",
+    "ResolveHold": "=action_id resolution by=operator reason",
+}
+_JOURNAL_FIELDS: dict[str, list[tuple[str, str]]] = {
+    kind: [(t.partition("=")[0], t.partition("=")[2] or t) for t in spec.split()]
+    for kind, spec in _JOURNAL_SPECS.items()
+}
+_ACTION_IDS = frozenset({"action_id", "next_tasks", "next_permitted", "routed_to_lookup", "held"})
+
+
+def _journal_value(name: str, value: Any) -> str | None:
+    if name == "records_consulted":
+        return str(len(value or []))
+    if name in _ACTION_IDS:
+        ids = value if isinstance(value, list) else [] if value is None else [value]
+        return ",".join(str(v).rpartition(".")[2] for v in ids) or "-"
+    return None if value in (None, "") else str(value)
+
+
+def _journal_summary(fields: list[tuple[str, str]], record: dict[str, Any]) -> str:
+    parts = []
+    for label, name in fields:
+        value = _journal_value(name, record.get(name))
+        if value is not None:
+            parts.append(f"{label}={value}" if label else value)
+    return " ".join(parts)
+
+
 def _summary(record: dict[str, Any]) -> str:
+    journal = _JOURNAL_FIELDS.get(str(record.get("type")))
+    if journal is not None:
+        return clip(_journal_summary(journal, record), 100)  # type: ignore[return-value]
     parts = [f"{k}={record[k]}" for k in _SUMMARY_FIELDS if record.get(k) not in (None, "", [])]
     if record.get("type") == "RunStatusChanged":
         parts = [f"{record.get('previous_status')} -> {record.get('status')}"]

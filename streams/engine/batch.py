@@ -1,8 +1,9 @@
 """What a transaction decides: input records, due timers, and isolated poison records.
 
-Items keep their order: due timers first, then the inputs in consumption order, so any prefix
-of a batch is itself a valid batch (the per-partition order and the offsets to commit follow
-from it). That is what lets the processor decide a batch in parts to isolate a record.
+Items keep their order: due timers first, then effect answers (``effects.py``), then the inputs
+in consumption order, so any prefix of a batch is itself a valid batch (the per-partition order
+and the offsets to commit follow from it). That is what lets the processor decide a batch in
+parts to isolate a record.
 """
 
 from __future__ import annotations
@@ -57,12 +58,31 @@ class Timer:
 
 
 @dataclass(frozen=True)
+class Answer:
+    """A command for one key from outside the input topics: an effect's answer, or a command
+    an app asked for when the key was restored. Decided like an input, without an offset;
+    ``epoch`` is the assignment of ``partition`` it belongs to (stale ones are dropped)."""
+
+    partition: int
+    key: str
+    command: object
+    epoch: int
+
+    @property
+    def input(self) -> None:
+        return None
+
+    def origin(self) -> str:
+        return f"answer for {self.key} (partition {self.partition})"
+
+
+@dataclass(frozen=True)
 class Isolated:
     """An item that can never be recorded, with the outcome it gets instead: a dead letter
     with ``reason`` (and, unless ``bare``, its original bytes and the app's events for it);
     ``silent`` records nothing but its offset (the last resort)."""
 
-    item: Input | Timer
+    item: Input | Timer | Answer
     reason: str
     bare: bool
     silent: bool = False
@@ -75,7 +95,7 @@ class Isolated:
         return self.item.origin()
 
 
-Item = Input | Timer | Isolated
+Item = Input | Timer | Answer | Isolated
 
 
 @dataclass
@@ -85,6 +105,7 @@ class ProcessorStats:
     records: int = 0
     events: int = 0
     timers_fired: int = 0
+    answers: int = 0
     batches: int = 0
     aborts: int = 0
     dead_letters: int = 0
@@ -102,6 +123,8 @@ class ProcessorStats:
                 self.records += 1
             if isinstance(item, Timer):
                 self.timers_fired += 1
+            elif isinstance(item, Answer):
+                self.answers += 1
             elif isinstance(item, Isolated):
                 self.isolated += 1
                 self.dead_letters += 0 if item.silent else 1

@@ -8,11 +8,11 @@ turns into changelog records before committing. Nothing here commits or aborts.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
-from typing import Generic, Protocol, TypeVar
+from collections.abc import Mapping, Sequence
+from typing import Generic, Protocol, TypeVar, cast
 
 from streams.engine.app import StreamApp
-from streams.engine.batch import Input, Isolated, Item, Timer
+from streams.engine.batch import Answer, Input, Isolated, Item, Timer
 from streams.engine.store import PartitionStore, state_key, timer_key
 
 log = logging.getLogger("sluicegate.processor")
@@ -36,7 +36,12 @@ class Emit(Protocol):
 
 
 class Decider(Generic[S, C, E]):
-    """Applies items to the stores of the assigned partitions (``stores`` is live)."""
+    """Applies items to the stores of the assigned partitions (``stores`` is live).
+
+    ``produced`` (when not ``None``) collects ``(partition, key, events)`` of every decision
+    of the open transaction, for failpoints and effects once it committed; ``hurry`` is set
+    when a decision leaves a timer that is already due (the next batch should not wait).
+    """
 
     def __init__(
         self,
@@ -49,13 +54,22 @@ class Decider(Generic[S, C, E]):
         self.stores = stores
         self.dead_letter_topic = dead_letter_topic
         self.emit = emit
+        self.produced: list[tuple[int, str, Sequence[E]]] | None = None
+        self.hurry = False
 
     def apply(self, item: Item, now: int) -> int:
         """Decide ``item`` (produce its events, buffer its state); the events produced."""
         if isinstance(item, Timer):
             store = self.stores[item.partition]
             store.put(item.timer, None)
-            return self._handle(store, item.key, self.app.timer_command(), now, fired=True)
+            tick = self.app.timer_command()
+            return self._handle(store, item.partition, item.key, tick, now, fired=True)
+        if isinstance(item, Answer):
+            answered = self.stores.get(item.partition)
+            if answered is None:
+                return 0  # revoked since it was queued: the new owner reconciles
+            answer = cast(C, item.command)  # the app's own answer: one of its commands
+            return self._handle(answered, item.partition, item.key, answer, now, fired=False)
         if isinstance(item, Isolated):
             return self._isolated(item, now)
         if item.record is None:
@@ -66,13 +80,17 @@ class Decider(Generic[S, C, E]):
         command = self.app.to_command(item.record)
         if command is None:
             return 0
-        return self._handle(self.stores[item.partition], item.key, command, now, fired=False)
+        store = self.stores[item.partition]
+        return self._handle(store, item.partition, item.key, command, now, fired=False)
 
     def _isolated(self, item: Isolated, now: int) -> int:
         if item.silent:
             return 0
         if isinstance(item.item, Timer):
             self.stores[item.item.partition].put(item.item.timer, None)
+            self.dead_letter(item.item, item.reason, with_value=False)
+            return 0
+        if isinstance(item.item, Answer):
             self.dead_letter(item.item, item.reason, with_value=False)
             return 0
         self.dead_letter(item.item, item.reason, with_value=not item.bare)
@@ -85,7 +103,9 @@ class Decider(Generic[S, C, E]):
                 self.emit(route.topic, route.key, self.app.encode_event(event), None)
         return len(events)
 
-    def _handle(self, store: PartitionStore, key: str, command: C, now: int, *, fired: bool) -> int:
+    def _handle(
+        self, store: PartitionStore, partition: int, key: str, command: C, now: int, *, fired: bool
+    ) -> int:
         skey = state_key(key)
         raw = store.get(skey)
         state = None if raw is None else self.app.decode_state(raw)
@@ -98,6 +118,8 @@ class Decider(Generic[S, C, E]):
                 self.emit(route.topic, route.key, self.app.encode_event(event), None)
         if not events and not fired:
             return 0
+        if events and self.produced is not None:
+            self.produced.append((partition, key, events))
         new_due = None if state is None else self.app.next_due_ms(state)
         if events:
             store.put(skey, None if state is None else self.app.encode_state(state))
@@ -109,9 +131,10 @@ class Decider(Generic[S, C, E]):
                 log.warning("timer for %s due at %d produced nothing; dropped", key, new_due)
             else:
                 store.put(timer_key(new_due, key), b"")
+                self.hurry = self.hurry or new_due <= now
         return len(events)
 
-    def dead_letter(self, item: Input | Timer, reason: str, *, with_value: bool) -> None:
+    def dead_letter(self, item: Input | Timer | Answer, reason: str, *, with_value: bool) -> None:
         value = item.message.value() if with_value and isinstance(item, Input) else None
         headers = [
             ("sluicegate.reason", reason.encode()),

@@ -20,6 +20,22 @@ Commit order, per batch (this order is the whole exactly-once argument):
 6. commit the transaction, resuming a timed-out commit (never aborting it); only then write
    the buffered state into RocksDB and advance the tracked offsets.
 
+An app with effects (``effects.py``, :class:`~streams.engine.effects.EffectfulApp`) continues:
+
+7. after the commit, and only then, the effects of the transaction's events go to a thread
+   pool, in order per key; never for a transaction that aborted, never for records read back
+   on restore;
+8. a worker performs one only if this instance still holds the key's partition in the same
+   assignment and the effect is still fresh (an expired one is answered by the app);
+9. the answer is queued and decided at the start of a later batch (after the due timers,
+   before the inputs), in a transaction of its own; an answer whose partition was revoked
+   meanwhile is dropped, because the new owner reconciles from the restored state. After a
+   (re)assignment, ``on_restored`` may queue a command for any restored key the same way.
+
+Failpoints (``failpoints.py``, off unless ``SLUICEGATE_FAILPOINTS`` is set) kill or stop the
+process at ``before_commit`` (step 5 done, 6 not), ``after_commit`` (6 done, 7 not) and
+around the perform of step 8.
+
 Errors (``transactions.py``): an abortable error aborts and discards the buffered state;
 the batch is decided again in place from the same state (a few times: the transaction right
 after an abort often fails too while the producer bumps its epoch), and if it still fails,
@@ -54,12 +70,14 @@ from typing import Any, Generic, TypeVar
 from confluent_kafka import KafkaException, TopicPartition
 
 from schemas.topics import DEAD_LETTERS
+from streams.engine import failpoints
 from streams.engine import transactions as txn
 from streams.engine.app import StreamApp
 from streams.engine.assignment import Assignment
-from streams.engine.batch import Input, Isolated, Item, ProcessorStats, Timer, read
+from streams.engine.batch import Answer, Input, Isolated, Item, ProcessorStats, Timer, read
 from streams.engine.budget import BatchBudget, next_budget
 from streams.engine.deciding import Decider
+from streams.engine.effects import EffectRunner, is_effectful
 from streams.engine.restore import RESTORE_MARGIN_S, Restorer
 from streams.errors import TransactionUnresolved
 from streams.kafka.clients import read_committed_consumer, transactional_producer
@@ -94,7 +112,10 @@ class Processor(Generic[S, C, E]):
 
     ``instance_id`` names the transactional id: restart an instance with the same id so that
     its predecessor's open transaction is aborted at once instead of after the timeout; never
-    run two live instances with one id (the second fences the first, by design).
+    run two live instances with one id (the second fences the first, by design). With
+    ``static_membership`` it is also the consumer's ``group.instance.id``: a restarted instance
+    takes its partitions back at once instead of after the dead one's session timeout (and an
+    instance that stops keeps them for that long).
     """
 
     def __init__(
@@ -109,6 +130,7 @@ class Processor(Generic[S, C, E]):
         timer_batch: int = 500,
         transaction_timeout_ms: int = 10_000,
         stop: threading.Event | None = None,
+        static_membership: bool = False,
     ) -> None:
         self.settings = settings
         self.app = app
@@ -125,6 +147,7 @@ class Processor(Generic[S, C, E]):
         self._budget = batch_size
         self._deadline_s = transaction_timeout_ms / 1000 + _COMMIT_MARGIN_S
         group = f"{settings.topic_prefix}{app.name}"
+        membership = {"group.instance.id": instance_id} if static_membership else {}
         self._producer = transactional_producer(
             settings,
             transactional_id=f"{settings.topic_prefix}{app.name}-{instance_id}",
@@ -141,6 +164,7 @@ class Processor(Generic[S, C, E]):
                 "session.timeout.ms": 6000,
                 "heartbeat.interval.ms": 1500,
                 "max.poll.interval.ms": 300_000,
+                **membership,
             },
         )
         restorer = Restorer(
@@ -156,6 +180,10 @@ class Processor(Generic[S, C, E]):
             self.who,
         )
         self._decider = Decider(app, self._held.stores, settings.topic(DEAD_LETTERS), self._produce)
+        self._failpoints = failpoints.from_env()
+        self.effects: EffectRunner | None = None
+        if is_effectful(app):
+            self.effects = EffectRunner(app, clock, self._failpoints, app.effect_threads)
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -167,11 +195,9 @@ class Processor(Generic[S, C, E]):
             raise txn.translate(e, self.who, "initialising transactions") from e
         self._consumer.subscribe(
             list(self.app.input_topics),
-            on_assign=lambda _, partitions: self._held.assign(
-                self._consumer, partitions, self.stats
-            ),
-            on_revoke=lambda _, partitions: self._held.revoke(partitions, self.stats),
-            on_lost=lambda _, partitions: self._held.revoke(partitions, self.stats),
+            on_assign=lambda _, partitions: self._assigned(partitions),
+            on_revoke=lambda _, partitions: self._revoked(partitions),
+            on_lost=lambda _, partitions: self._revoked(partitions),
         )
         log.info("processor %s started", self.who)
         try:
@@ -183,7 +209,22 @@ class Processor(Generic[S, C, E]):
     def stop(self) -> None:
         self.stop_event.set()
 
+    def _assigned(self, partitions: Sequence[TopicPartition]) -> None:
+        held = set(self._held.stores)
+        self._held.assign(self._consumer, partitions, self.stats)
+        if self.effects is not None:
+            self.effects.assigned({tp.partition for tp in partitions})
+            for partition in sorted(set(self._held.stores) - held):
+                self.effects.restored(partition, self._held.stores[partition])
+
+    def _revoked(self, partitions: Sequence[TopicPartition]) -> None:
+        if self.effects is not None:
+            self.effects.revoked({tp.partition for tp in partitions})
+        self._held.revoke(partitions, self.stats)
+
     def _close(self) -> None:
+        if self.effects is not None:
+            self.effects.close()
         try:
             self._consumer.close()
         finally:
@@ -200,22 +241,30 @@ class Processor(Generic[S, C, E]):
 
     def step(self) -> None:
         """Consume one batch and commit it (or nothing, if there was nothing to do)."""
-        messages = self._consumer.consume(self._budget, timeout=self.commit_interval_s)
+        # Something is due at once (a step a decision left due now, or an effect's answer):
+        # take what has arrived and go on rather than wait a commit interval for more.
+        waiting = self._decider.hurry or (self.effects is not None and self.effects.pending())
+        self._decider.hurry = False
+        timeout = 0 if waiting else self.commit_interval_s
+        messages = self._consumer.consume(self._budget, timeout=timeout)
         inputs = [i for i in (read(self.app, m, self._held.stores) for m in messages) if i]
         self.app.prepare([i.record for i in inputs if i.record is not None], self.clock())
         now = self.clock()
-        items: list[Input | Timer] = [
+        items: list[Input | Timer | Answer] = [
             Timer(partition, timer, key)
             for partition, store in sorted(self._held.stores.items())
             for timer, key in store.due_timers(now, self.timer_batch)
         ]
+        answers = self.effects.take() if self.effects is not None else []
+        items.extend(answers)
         items.extend(inputs)
         if not items:
             return
         if inputs:
             self._held.check_counts()
         try:
-            self._decide(items, now, adapt=True)
+            if not self._decide(items, now, adapt=True) and self.effects is not None:
+                self.effects.requeue(answers)
         except txn.Unrecordable as e:
             self._isolate(items, now, str(e))
 
@@ -251,6 +300,8 @@ class Processor(Generic[S, C, E]):
             self._producer.begin_transaction()
         except KafkaException as e:
             raise txn.translate(e, self.who, "beginning a transaction") from e
+        collect = self.effects is not None or bool(self._failpoints)
+        self._decider.produced = [] if collect else None
         try:
             events = sum(self._decider.apply(item, now) for item in items)
             self._held.record_partition_count()
@@ -262,6 +313,8 @@ class Processor(Generic[S, C, E]):
             positions = [TopicPartition(t, p, o) for (t, p), o in offsets.items()]
             metadata = self._consumer.consumer_group_metadata()
             txn.send_offsets(self._producer, positions, metadata, deadline)
+            if self._failpoints:
+                self._failpoints.check("before_commit", self._decided_events())
             txn.commit(self._producer, deadline)
         except KafkaException as e:
             return self._failed(e, deadline)
@@ -279,6 +332,10 @@ class Processor(Generic[S, C, E]):
             self._abort_quietly(deadline)
             raise
         self._held.committed(offsets)
+        if self._failpoints:
+            self._failpoints.check("after_commit", self._decided_events())
+        if self.effects is not None and self._decider.produced:
+            self.effects.submit(self._decider.produced)
         if adapt:
             self._budget = next_budget(
                 self._rule,
@@ -289,6 +346,9 @@ class Processor(Generic[S, C, E]):
             )
         self.stats.count(items, events)
         return _Outcome.COMMITTED
+
+    def _decided_events(self) -> list[object]:
+        return [e for _, _, events in self._decider.produced or () for e in events]
 
     def _failed(self, e: KafkaException, deadline: float) -> _Outcome:
         err = e.args[0]
@@ -307,7 +367,7 @@ class Processor(Generic[S, C, E]):
         log.warning("aborted the batch: %s", err.str())
         return _Outcome.ABORTED
 
-    def _isolate(self, items: Sequence[Input | Timer], now: int, reason: str) -> None:
+    def _isolate(self, items: Sequence[Input | Timer | Answer], now: int, reason: str) -> None:
         """Decide ``items`` in parts until the records that can never be produced stand alone,
         and give each of those an explicit outcome of its own."""
         log.warning(
@@ -331,7 +391,7 @@ class Processor(Generic[S, C, E]):
             queue = queue[size:]
             size = len(queue)
 
-    def _record_unrecordable(self, item: Input | Timer, now: int, reason: str) -> None:
+    def _record_unrecordable(self, item: Input | Timer | Answer, now: int, reason: str) -> None:
         for bare in (False, True):
             try:
                 if self._decide([Isolated(item, reason, bare)], now):

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 import shutil
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from rocksdict import Options, Rdict, WriteBatch
@@ -122,6 +122,15 @@ class PartitionStore:
             if len(due) >= limit:
                 break
         return due
+
+    def items(self, prefix: str = STATE_PREFIX) -> Iterator[tuple[str, bytes]]:
+        """Committed (key, value) pairs whose key starts with ``prefix``, in key order."""
+        for raw, value in self._db.items(from_key=prefix.encode()):
+            key = _text(raw)
+            if not key.startswith(prefix):
+                break
+            assert isinstance(value, bytes)
+            yield key, value
 
     def count(self, prefix: str = STATE_PREFIX) -> int:
         total = 0

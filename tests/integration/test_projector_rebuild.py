@@ -17,7 +17,7 @@ from psycopg import sql
 
 from projections.db import REBUILD_SUFFIX, connect, schema_exists, schema_name
 from projections.projector import Projector
-from projections.rebuild import rebuild, stored_offsets
+from projections.rebuild import compare_schemas, rebuild, stored_offsets
 from streams.kafka.topics import ensure_topics
 from streams.settings import Settings
 from tests.support.history import build_history, cleanup, produce_history
@@ -55,6 +55,21 @@ def test_verify_after_projection_reports_no_difference(settings: Settings) -> No
     with connect(settings.pg_dsn, autocommit=True) as conn:
         live = schema_name(settings.topic_prefix)
         assert not schema_exists(conn, live + REBUILD_SUFFIX)
+
+
+def test_a_further_target_gets_what_an_earlier_one_left_behind(settings: Settings) -> None:
+    """``run_until`` leaves what lies at or past its target; a later call with a further
+    target (a verify whose live projection moved meanwhile) projects it, and reaches it."""
+    live = schema_name(settings.topic_prefix)
+    again = live + "__again"
+    with Projector(settings, schema=again) as projector:
+        ends = projector.end_offsets()
+        projector.run_until({tp: max(0, end - 3) for tp, end in ends.items()}, timeout_s=30)
+        projector.run_until(ends, timeout_s=30)
+        positions = projector.positions()
+        assert {tp: positions.get(tp, 0) for tp in ends} == ends
+    with connect(settings.pg_dsn, autocommit=True) as conn:
+        assert compare_schemas(conn, live, again) == []
 
 
 def test_verify_prints_every_difference(settings: Settings) -> None:

@@ -248,9 +248,25 @@ class World:
         self.crashes = 0
         self.dispatched: AcceptDispatch | None = None
         self.restored_from_backup = False
+        self.decisions: list[int] = []
+        """Records per decision, in order (each decision is one transaction)."""
 
     # ---------------------------------------------------------------- engine
     def decide(self, command: Command) -> list[JournalEvent]:
+        """Decide ``command``, then every step due at once after it (each step is a decision,
+        and so a transaction, of its own, as the engine fires timers due at once): the
+        records of all of them, in order."""
+        events = self.decide_one(command)
+        while True:
+            due = next_due_ms(self.state)
+            if due is None or due > self.now:
+                return events
+            step = self.decide_one(CheckTimers())
+            assert step, f"timer due at {due} <= {self.now} but CheckTimers did nothing"
+            events.extend(step)
+
+    def decide_one(self, command: Command) -> list[JournalEvent]:
+        """One decision (one transaction of the engine)."""
         if isinstance(command, AcceptDispatch):
             self.dispatched = command
         events = decide(self.state, command, self.now, self.owner)
@@ -258,9 +274,10 @@ class World:
         for event in events:
             self.state = evolve(self.state, event)
         self.history.extend(events)
+        self.decisions.append(len(events))
         for offset, event in enumerate(events):
             self.effects.extend((base + offset, e) for e in effects_of([event]))
-        return events
+        return list(events)
 
     def timers(self) -> list[JournalEvent]:
         due = next_due_ms(self.state)
@@ -391,6 +408,25 @@ class World:
     def status(self, action_id: str) -> str | None:
         action = self.state.action(action_id) if self.state is not None else None
         return None if action is None else action.status.value
+
+
+def decide_steps(
+    state: RunJournal | None, command: Command, now: int, owner: Owner
+) -> list[JournalEvent]:
+    """``decide`` and then every plan step due at once at ``now``, as the engine takes them
+    (each a decision of its own): all their records, in order."""
+    events = list(decide(state, command, now, owner))
+    for event in events:
+        state = evolve(state, event)
+    while True:
+        due = next_due_ms(state)
+        if due is None or due > now:
+            return events
+        step = decide(state, CheckTimers(), now, owner)
+        assert step, f"timer due at {due} <= {now} but CheckTimers did nothing"
+        for event in step:
+            state = evolve(state, event)
+        events.extend(step)
 
 
 def fold(events: Iterable[JournalEvent]) -> RunJournal | None:

@@ -35,6 +35,7 @@ from tests.support.journal import (
     T0,
     UNCERTAINTY,
     World,
+    decide_steps,
     dispatch,
     fold,
 )
@@ -42,8 +43,15 @@ from tests.support.journal import (
 OWNER = Owner("gateway-1", 7)
 
 
-def test_dispatch_records_intent_checkpoint_then_attempt() -> None:
-    events = decide(None, dispatch(), T0, OWNER)
+def test_dispatch_records_intent_checkpoint_then_attempt_each_in_a_decision_of_its_own() -> None:
+    # The dispatch itself records the intent only: the checkpoint and the dispatch-start are
+    # later steps, each its own decision (and so its own transaction in the engine).
+    assert [type(e) for e in decide(None, dispatch(), T0, OWNER)] == [ActionIntended]
+    world = World()
+    world.decide(dispatch())
+    assert world.decisions[:3] == [1, 1, 1]
+    events = decide_steps(None, dispatch(), T0, OWNER)
+    assert [type(e) for e in events[:3]] == [type(e) for e in world.history[:3]]
     intent, checkpoint, attempt = events[:3]
     assert isinstance(intent, ActionIntended) and intent.client_order_id == E_CLIENT
     assert len(E_CLIENT) == 26
@@ -97,7 +105,7 @@ def test_deadline_and_authorization_are_rechecked_strictly(
         authorized_until_ms=None if authorized_in is None else T0 + authorized_in,
         notification_json=None,
     )
-    events = decide(None, command, T0, OWNER)
+    events = decide_steps(None, command, T0, OWNER)
     attempts = [e for e in events if isinstance(e, AttemptStarted)]
     expired = [e for e in events if isinstance(e, ActionExpired)]
     if outcome == "attempt":
@@ -109,7 +117,7 @@ def test_deadline_and_authorization_are_rechecked_strictly(
 
 
 def test_send_by_is_the_earlier_of_recv_window_and_deadline() -> None:
-    events = decide(None, dispatch(expires_at_ms=T0 + 2 * SECOND), T0, OWNER)
+    events = decide_steps(None, dispatch(expires_at_ms=T0 + 2 * SECOND), T0, OWNER)
     [attempt] = [e for e in events if isinstance(e, AttemptStarted)]
     assert attempt.send_by_ms == T0 + 2 * SECOND - UNCERTAINTY
 
@@ -125,7 +133,7 @@ def test_queued_signal_fixture_expires_and_a_redelivery_does_not_restart_it() ->
         dispatched_at_ms=source + 4_600,
         notification_json=None,
     )
-    events = decide(None, command, source + 5_100, OWNER)
+    events = decide_steps(None, command, source + 5_100, OWNER)
     assert [type(e) for e in events] == [
         ActionIntended,
         RunCheckpointed,
@@ -170,7 +178,7 @@ def test_unsent_action_whose_authorization_lapsed_during_downtime_expires() -> N
     ],
 )
 def test_an_unusable_dispatch_is_held_and_never_sent(overrides: dict[str, object]) -> None:
-    events = decide(None, dispatch(**overrides), T0, OWNER)
+    events = decide_steps(None, dispatch(**overrides), T0, OWNER)
     held = [e for e in events if isinstance(e, ActionHeld)]
     assert [e.reason for e in held] == ["invalid_dispatch"] and held[0].detail
     assert not [e for e in events if isinstance(e, AttemptStarted)]
@@ -199,7 +207,7 @@ def test_policy_must_allow_absence_to_be_proven_before_a_hold() -> None:
 
 
 def test_notional_entry_sends_notional() -> None:
-    events = decide(None, dispatch(quantity=None, notional="48500"), T0, OWNER)
+    events = decide_steps(None, dispatch(quantity=None, notional="48500"), T0, OWNER)
     [attempt] = [e for e in events if isinstance(e, AttemptStarted)]
     body = orjson.loads(attempt.request_json)
     assert (body["quantity"], body["notional"]) == (None, "48500")

@@ -106,6 +106,25 @@ def assert_one_order_each_and_settled(world: World) -> None:
         assert world.status(action_id) in ("filled", "acknowledged"), world.status(action_id)
 
 
+def test_each_boundary_is_a_decision_and_so_a_transaction_of_its_own() -> None:
+    # The intent, the checkpoint, the dispatch-start, the receipt, the checkpoint's advance
+    # and the next action's intent (and sizing) are each one decision with one record: the
+    # engine commits each in its own transaction, so a crash can fall between any two.
+    world = World()
+    world.decide(dispatch())
+    world.settle()
+    assert world.history == HISTORY
+    assert world.decisions == [1] * len(HISTORY)
+    kinds = [type(e).__name__ for e in HISTORY]
+    assert kinds[:5] == [
+        "ActionIntended",
+        "RunCheckpointed",
+        "AttemptStarted",
+        "ReceiptRecorded",
+        "RunCheckpointed",
+    ]
+
+
 BOUNDARIES = (
     "before_intent",
     "after_intent",

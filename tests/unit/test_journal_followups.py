@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
 from decimal import Decimal
 
 import orjson
 
-from schemas.commands import ResolveHold
+from schemas.commands import ResolveHold, VenueAnswered
 from schemas.events import (
     ActionHeld,
     ActionIntended,
@@ -63,6 +64,24 @@ def test_protection_is_capped_at_the_entrys_fills() -> None:
     world.settle()
     [intent] = [e for e in world.of(ActionIntended) if e.action_id == PROTECTION_ID]
     assert intent.quantity == "0.5"
+
+
+def test_protection_is_capped_at_what_the_entry_brought_net_of_its_commission() -> None:
+    # The account holds more BTC than this run bought (other runs' fills); the entry's fills
+    # say the venue kept 0.0005 BTC as commission: the protection covers 0.4995, not 0.5, so
+    # that it never takes coins another run's protection is about to cover.
+    world = World(Venue(fee=Decimal(-1)))
+    world.decide(dispatch(quantity="0.5"))
+    world.perform()
+    [answer] = world.answers
+    assert isinstance(answer, VenueAnswered)
+    fills = '[{"price":"97000","qty":"0.5","commission":"0.0005","commission_asset":"BTC"}]'
+    world.answers = [dataclasses.replace(answer, fills_json=fills)]
+    world.settle()
+    [exposure] = world.of(ExposureRecorded)
+    assert (exposure.exposure_quantity, exposure.entry_executed_quantity) == ("1", "0.4995")
+    [intent] = [e for e in world.of(ActionIntended) if e.action_id == PROTECTION_ID]
+    assert intent.quantity == exposure.sized_quantity == "0.4995"
 
 
 def test_protection_waits_for_exposure_and_is_not_intended_before() -> None:

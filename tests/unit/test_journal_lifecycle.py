@@ -15,10 +15,10 @@ from schemas.events import (
     RunCheckpointed,
 )
 from streams.core.errors import IllegalTransition, InconsistentHistory
-from streams.core.journal import ACTION_TRANSITIONS, ActionStatus, Owner, decide, evolve
+from streams.core.journal import ACTION_TRANSITIONS, ActionStatus, Owner, evolve
 from streams.core.journal.attempts import dispatch_intent
 from streams.core.journal.lifecycle import ACTION, SETTLED, is_done
-from tests.support.journal import ENTRY_ID, RUN, T0, dispatch, fold
+from tests.support.journal import ENTRY_ID, RUN, T0, decide_steps, dispatch, fold
 
 A = ActionStatus
 OWNER = Owner("gateway-1", 1)
@@ -48,7 +48,7 @@ def test_transition_raises_for_every_move_outside_the_table() -> None:
 
 
 def _attempted() -> list[object]:
-    return list(decide(None, dispatch(notification_json=None), T0, OWNER))
+    return list(decide_steps(None, dispatch(notification_json=None), T0, OWNER))
 
 
 def _receipt(attempt: int, outcome: str = "filled") -> ReceiptRecorded:

@@ -11,7 +11,6 @@ from projections.migrate import migrations
 from projections.model import TABLES, RowOp, reduce_rows, storable
 from projections.rebuild import Difference
 from schemas.events import (
-    ActionDispatched,
     AdmissionRecordEvicted,
     BranchLaunched,
     CandidateAccepted,
@@ -85,7 +84,6 @@ AWAITING_READ_MODEL = frozenset(
         CandidateSuperseded,
         CandidateExpired,
         CandidateRejected,
-        ActionDispatched,
     }
 )
 

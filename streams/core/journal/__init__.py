@@ -28,6 +28,11 @@ Guarantees (each has a test in ``tests/unit/test_journal_*.py``):
 * Entry, protection and notification are separate actions: a protection is intended only
   once the entry's receipt shows exposure, sized from the venue's exposure report; a failed
   notification or protection never repeats anything before it.
+* One step per decision: a command records only what it establishes (an intent, a receipt,
+  a hold, a recovery's start); the checkpoint's advance, a recovery's receipt and the next
+  task's start (its intent, later its attempt) are later ``CheckTimers`` decisions, due at
+  once. So intent, dispatch-start, receipt, checkpoint advance and the next action's intent
+  are each committed in a transaction of their own, and a crash can fall between any two.
 * The checkpoint advances after every change of the plan; recovery restores it, consults the
   newer journal records and follows the journal, not the checkpoint, into what comes next.
 * A journal restored from an older point (``RecoverRun.journal_origin != "live"``) never

@@ -20,7 +20,7 @@ from schemas.events import ActionHeld, ExposureRecorded, HoldResolved, ReceiptRe
 from streams.core.journal.attempts import query, sized_quantity
 from streams.core.journal.batch import Batch
 from streams.core.journal.lifecycle import UNRESOLVED_ATTEMPT, ActionStatus
-from streams.core.journal.model import PROTECTION, ActionState, decimal_of
+from streams.core.journal.model import PROTECTION, ActionState, decimal_of, decimal_text
 
 A = ActionStatus
 DUPLICATE_ORDER = "duplicate_client_order_id"
@@ -143,7 +143,7 @@ def on_exposure_observed(batch: Batch, answer: ExposureObserved) -> None:
         _resolve_by_evidence(batch, action, f"exposure observed at {answer.observed_at_ms}")
     elif action.status is not A.SIZING:
         return
-    executed = primary.executed()
+    executed = primary.net_executed(answer.asset)
     batch.emit(
         ExposureRecorded(
             action_id=action.action_id,
@@ -151,7 +151,7 @@ def on_exposure_observed(batch: Batch, answer: ExposureObserved) -> None:
             entry_action_id=primary.action_id,
             asset=answer.asset,
             exposure_quantity=answer.exposure_quantity or "0",
-            entry_executed_quantity=str(executed),
+            entry_executed_quantity=decimal_text(executed),
             sized_quantity=sized_quantity(exposure, executed),
             queried_at_ms=answer.queried_at_ms,
             observed_at_ms=answer.observed_at_ms,

@@ -85,6 +85,9 @@ def dispatch_problems(command: AcceptDispatch) -> list[str]:
         problems.append(f"limit price {command.limit_price!r} is not a positive decimal")
     if json_object(command.params_json) is None:
         problems.append("params_json is not a JSON object")
+    for name in ("instrument", "account"):
+        if not getattr(command, name):
+            problems.append(f"{name} is missing (it comes from the run's payload)")
     return problems
 
 
@@ -302,6 +305,7 @@ def query(
 
 
 def sized_quantity(exposure: Decimal, executed: Decimal) -> str:
-    """What a protection covers: the venue-reported exposure, capped at the entry's fills
-    (an account may hold more of the asset than this run bought)."""
+    """What a protection covers: the venue-reported exposure, capped at what the entry's fills
+    brought the account (net of commission charged in the asset): an account may hold more of
+    the asset than this run bought, and another run's protection may be about to take it."""
     return decimal_text(max(Decimal(0), min(exposure, executed)))

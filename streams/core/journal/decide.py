@@ -1,9 +1,16 @@
 """``decide(state, command, now, owner) -> events`` and ``next_due_ms(state)``.
 
-Every decision ends with :func:`~streams.core.journal.plan.advance`: a checkpoint when the
-plan changed, the receipt of a finished recovery, and the next task started. Timers
-(``CheckTimers``) turn a send without an answer into a lookup, look again while an outcome
-is unknown, and hold an action whose reconciliation budget is spent.
+**One step per decision.** A command records what it establishes (an intent, a receipt, a
+hold, a recovery's start) and nothing more; everything that follows from it is a step of
+:func:`~streams.core.journal.plan.advance`, taken by the next ``CheckTimers``, which
+:func:`next_due_ms` makes due at once. So the intent, the dispatch-start, the receipt, the
+checkpoint's advance and the next action's intent are each a decision of their own, and the
+engine commits each in its own transaction: a crash can fall between any two of them, and
+recovery is built (and tested) for every such point.
+
+Timers (``CheckTimers``) first turn a send without an answer into a lookup, look again while
+an outcome is unknown, and hold an action whose reconciliation budget is spent; only a timer
+that found none of these due takes the plan's next step.
 """
 
 from __future__ import annotations
@@ -65,6 +72,8 @@ def decide(
         return []
     elif isinstance(command, CheckTimers):
         _timers(batch)
+        if not batch.events and state.primary is not None:
+            advance(batch)
     elif command.run_id != state.run_id:
         return []
     elif isinstance(command, RecoverRun):
@@ -77,17 +86,15 @@ def decide(
         on_lookup_answered(batch, command)
     elif isinstance(command, ExposureObserved):
         on_exposure_observed(batch, command)
-    if batch.state is not None and batch.state.primary is not None:
-        advance(batch)
     return batch.events
 
 
 def next_due_ms(state: RunJournal | None) -> int | None:
     """When ``CheckTimers`` next has something to do for ``state`` (epoch ms), or ``None``.
 
-    Due at once (the state's last record time) when a plan step is pending; otherwise the
-    earliest send-answer deadline or next lookup. Held and settled actions have no timer.
-    Re-read it after every evolve.
+    Due at once (the state's last record time) when a plan step is pending (a checkpoint to
+    write, a recovery to close, a task to start); otherwise the earliest send-answer deadline
+    or next lookup. Held and settled actions have no timer. Re-read it after every evolve.
     """
     if state is None or state.primary is None:
         return None

@@ -199,6 +199,25 @@ class ActionState:
             return Decimal(0)
         return decimal_of(self.receipt.executed_quantity) or Decimal(0)
 
+    def net_executed(self, asset: str | None) -> Decimal:
+        """What the account received: the executed quantity less the commission the venue
+        charged in ``asset`` (the instrument's base asset), from the receipt's fills; the
+        executed quantity when the receipt lists no fills or no asset is known."""
+        executed = self.executed()
+        fills = self.receipt.fills_json if self.receipt is not None else None
+        if asset is None or fills is None or executed <= 0:
+            return executed
+        try:
+            listed = orjson.loads(fills)
+        except orjson.JSONDecodeError:
+            return executed
+        fee = Decimal(0)
+        for fill in listed if isinstance(listed, list) else ():
+            if isinstance(fill, dict) and fill.get("commission_asset") == asset:
+                commission = fill.get("commission")
+                fee += (decimal_of(commission) if isinstance(commission, str) else None) or 0
+        return max(Decimal(0), executed - fee)
+
 
 @dataclass(frozen=True)
 class RunJournal:

@@ -6,9 +6,10 @@ the proposal asked for one. An action lets the plan move on once it is settled o
 held protection is still reported by the notification, and a failed notification leads back
 to its own record only: nothing before it is ever repeated.
 
-After every decision, :func:`advance` writes a checkpoint when the plan changed, the open
-recovery's receipt when every action it routed to lookup is resolved, and starts the next
-task. A checkpoint is progress, never permission: the next task is attempted only through
+:func:`advance` takes one step at a time, each a decision (and so a transaction) of its own:
+a checkpoint when the plan changed, then the open recovery's receipt when every action it
+routed to lookup is resolved, then the next task's start (its intent, and in a later step its
+attempt). A checkpoint is progress, never permission: the next task is attempted only through
 :func:`~streams.core.journal.attempts.attempt_or_expire`, from the action's own journal entry.
 """
 
@@ -41,9 +42,6 @@ from streams.core.journal.model import (
 )
 
 A = ActionStatus
-# Each round settles or starts at least one of at most four actions; anything left over is
-# due at once (next_due_ms), so a bound here never loses work.
-_MAX_ROUNDS = 8
 
 
 @dataclass(frozen=True)
@@ -128,44 +126,41 @@ def recovery_due(state: RunJournal) -> bool:
 
 
 def advance(batch: Batch) -> None:
-    """Checkpoint, close a finished recovery, and start the next task, until nothing moves."""
-    for _ in range(_MAX_ROUNDS):
-        before = len(batch.events)
-        state = batch.journal
-        plan = plan_of(state)
-        advanced_to = None
-        if plan_changed(state, plan):
-            sequence = (state.checkpoint.sequence if state.checkpoint is not None else 0) + 1
-            primary = state.primary
-            assert primary is not None and primary.intent is not None
-            batch.emit(
-                RunCheckpointed(
-                    run_id=state.run_id,
-                    checkpoint_id=f"C{sequence}",
-                    sequence=sequence,
-                    workflow_revision=primary.intent.workflow_revision,
-                    completed_json=plan.completed_json,
-                    next_tasks=plan.next_tasks,
-                    checkpointed_at_ms=batch.now,
-                )
+    """Take the plan's next step, exactly one: a checkpoint when the plan changed; else the
+    receipt of a finished recovery; else the start of the next task (its intent, its sizing
+    query, or its attempt or expiry). Emits nothing when no step is pending."""
+    state = batch.journal
+    plan = plan_of(state)
+    if plan_changed(state, plan):
+        sequence = (state.checkpoint.sequence if state.checkpoint is not None else 0) + 1
+        primary = state.primary
+        assert primary is not None and primary.intent is not None
+        batch.emit(
+            RunCheckpointed(
+                run_id=state.run_id,
+                checkpoint_id=f"C{sequence}",
+                sequence=sequence,
+                workflow_revision=primary.intent.workflow_revision,
+                completed_json=plan.completed_json,
+                next_tasks=plan.next_tasks,
+                checkpointed_at_ms=batch.now,
             )
-            advanced_to = f"C{sequence}"
-        if recovery_due(batch.journal):
-            _close_recovery(batch, plan, advanced_to)
-        for task in plan.next_tasks:
-            _start(batch, task)
-        if len(batch.events) == before:
-            return
+        )
+        return
+    if recovery_due(state):
+        _close_recovery(batch, plan)
+        return
+    for task in plan.next_tasks:
+        _start(batch, task)
 
 
-def _close_recovery(batch: Batch, plan: Plan, advanced_to: str | None) -> None:
+def _close_recovery(batch: Batch, plan: Plan) -> None:
     state = batch.journal
     recovery = state.recovery
     assert recovery is not None
-    if advanced_to is None and state.checkpoint is not None:
-        restored = recovery.checkpoint_id
-        current = state.checkpoint.checkpoint_id
-        advanced_to = current if current != restored else None
+    advanced_to = None
+    if state.checkpoint is not None and state.checkpoint.checkpoint_id != recovery.checkpoint_id:
+        advanced_to = state.checkpoint.checkpoint_id
     batch.emit(
         RecoveryReceiptRecorded(
             run_id=state.run_id,
@@ -191,13 +186,11 @@ def _start(batch: Batch, action_id: str) -> None:
             batch.emit(query(primary.intent, None, "exposure", "protection_sizing", batch.now))
         else:
             batch.emit(notification_intent(state, primary.intent, batch.now))
-            _start(batch, action_id)
         return
     if action.status is A.SIZING and action.intent is None and action.exposure is not None:
         sized = decimal_of(action.exposure.sized_quantity)
         if sized is not None and sized > 0:
             batch.emit(protection_intent(primary.intent, action, batch.now))
-            _start(batch, action_id)
         return
     if action.status in (A.INTENDED, A.ABSENT):
         batch.emit(attempt_or_expire(state, action, batch.now, batch.owner))
