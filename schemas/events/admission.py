@@ -24,6 +24,11 @@ class WorkflowRevised:
     delivery with no admission record is judged against the smallest retention in effect
     since its source time. v1 records decode with 3 attempts, 250 ms, no case-sensitive
     fields and an empty history (meaning: ``retention_ms`` since ``applied_at_ms``).
+
+    v3 adds ``[workflow.actions]``: ``action_propose_slot`` (the slot whose result proposes an
+    action), ``action_approve_slots`` (slots that must complete before dispatch) and
+    ``action_exit_window_ms`` (non-entry actions' deadline from the source time; null: none
+    at the gate). Older records decode with no actions.
     """
 
     subscription: str
@@ -48,6 +53,10 @@ class WorkflowRevised:
     clock_uncertainty_ms: int = 250
     identity_case_sensitive_fields: tuple[str, ...] = ()
     retention_history: tuple[str, ...] = ()
+    # v3
+    action_propose_slot: str | None = None
+    action_approve_slots: tuple[str, ...] = ()
+    action_exit_window_ms: int | None = None
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,11 @@ class WorkflowDefinition:
     ``branch_attempts`` is the maximum number of launches per slot (relaunches + 1), frozen
     on each run. ``identity_case_sensitive_fields`` lists venue/instrument fields that are
     kept as given instead of case-folded (:mod:`streams.core.fields`).
+
+    ``[workflow.actions]``: ``action_propose_slot`` is the slot whose result may propose an
+    action (``None``: the workflow proposes nothing), ``action_approve_slots`` the slots that
+    must complete before it may be dispatched, ``action_exit_window_ms`` the deadline of
+    non-entry actions from the source time (``None``: none at the gate).
     """
 
     subscription: str
@@ -43,6 +48,9 @@ class WorkflowDefinition:
     auth_hmac_secret_env: str | None
     clock_uncertainty_ms: int = DEFAULT_CLOCK_UNCERTAINTY_MS
     identity_case_sensitive_fields: tuple[str, ...] = ()
+    action_propose_slot: str | None = None
+    action_approve_slots: tuple[str, ...] = ()
+    action_exit_window_ms: int | None = None
 
 
 # Settings added after the first release leave the digest alone while they have their default,
@@ -50,6 +58,9 @@ class WorkflowDefinition:
 _DIGEST_DEFAULTS: dict[str, object] = {
     "clock_uncertainty_ms": DEFAULT_CLOCK_UNCERTAINTY_MS,
     "identity_case_sensitive_fields": (),
+    "action_propose_slot": None,
+    "action_approve_slots": (),
+    "action_exit_window_ms": None,
 }
 
 
