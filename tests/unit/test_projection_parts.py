@@ -21,6 +21,7 @@ from schemas.events import (
     CandidateSuperseded,
     DeliveryDeduplicated,
     DispatchRequested,
+    DispatchWithdrawn,
     RunStatusChanged,
 )
 from schemas.records import RECORD_CLASSES
@@ -81,6 +82,7 @@ AWAITING_READ_MODEL = frozenset(
     {
         CandidateProposed,
         DispatchRequested,
+        DispatchWithdrawn,
         CandidateAccepted,
         CandidateSuperseded,
         CandidateExpired,
