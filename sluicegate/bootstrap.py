@@ -17,12 +17,15 @@ from consumers.ingest.settings import IngestSettings
 from projections.projector import Projector
 from streams.adapters.workflow_table import WorkflowTable
 from streams.apps.admission import AdmissionApp
+from streams.apps.gate import GateApp
+from streams.core import gate
 from streams.core.admission import AdmissionEvent, Command, OccurrenceState
 from streams.engine.processor import Processor
 from streams.kafka.topics import ensure_topics
 from streams.settings import Settings
 
 AdmissionProcessor = Processor[OccurrenceState, Command, AdmissionEvent]
+GateProcessor = Processor[gate.ScopeState, gate.Command, gate.GateEvent]
 
 
 @dataclass
@@ -48,6 +51,21 @@ def admission_processor(
         commit_interval_ms=commit_interval_ms,
     )
     return RunningAdmission(processor, table)
+
+
+def gate_processor(
+    settings: Settings, *, instance_id: str, batch_size: int, commit_interval_ms: int
+) -> GateProcessor:
+    """Run the supersession gate on the exactly-once engine (its own group and ids)."""
+    ensure_topics(settings)
+    processor: GateProcessor = Processor(
+        settings,
+        GateApp(settings),
+        instance_id=instance_id,
+        batch_size=batch_size,
+        commit_interval_ms=commit_interval_ms,
+    )
+    return processor
 
 
 def branch_worker(

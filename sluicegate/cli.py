@@ -17,6 +17,7 @@ from consumers.errors import ConsumersError
 from projections.errors import ProjectionError
 from schemas.errors import SchemaError
 from sluicegate.commands import (
+    gate,
     ingest,
     occurrences,
     processor,
@@ -39,6 +40,7 @@ COMMANDS = (
     workflows,
     publish,
     processor,
+    gate,
     ingest,
     worker,
     runs,

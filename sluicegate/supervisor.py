@@ -29,8 +29,9 @@ from consumers.ingest.settings import DEFAULT_READ_HTTP
 from sluicegate.errors import SluicegateError
 from streams.settings import Settings
 
-# In start order: the processor before the front door, so the first delivery finds it.
-COMPONENTS = ("processor", "projector", "worker", "ingest")
+# In start order: the processor and the gate before the front door, so the first delivery
+# finds them.
+COMPONENTS = ("processor", "gate", "projector", "worker", "ingest")
 
 
 @dataclass
