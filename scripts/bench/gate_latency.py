@@ -64,9 +64,7 @@ def main() -> int:
         for i in range(1, args.n + 1)
     ]
     producer = Producer(settings.producer_config(**{"enable.idempotence": True, "linger.ms": 0}))
-    gate: Processor[Any, Any, Any] = Processor(
-        settings, GateApp(settings), instance_id="bench-1"
-    )
+    gate: Processor[Any, Any, Any] = Processor(settings, GateApp(settings), instance_id="bench-1")
     runner = threading.Thread(target=gate.run, daemon=True)
     runner.start()
 
