@@ -13,10 +13,18 @@ Guarantees and limits:
   repeats the task; the processor counts each (run, slot) result once, so a repeat is
   harmless to the run, but a handler with external effects must itself be idempotent per
   (run_id, slot), for example by keying its writes on them.
-* The deadline is checked when the task is taken: a task whose ``expires_at_ms`` has passed
+* The deadline is checked when the task is taken: a task that is no longer eligible
   (``now + clock_uncertainty >= expires_at``; equality fails) is reported skipped with reason
-  ``expired_at_dequeue`` and the handler is never called, for the slots listed in
-  ``deadline_slots`` (default: all). Relaunches carry the original deadline; nothing renews it.
+  ``expired_at_dequeue`` and the handler is never called. By default that check applies to
+  every slot except those a run with actions keeps for the record only (``action_role``
+  ``record``): the proposing and approving slots are always checked; ``deadline_slots``
+  lists the slots explicitly instead. The allowance ``clock_uncertainty`` is the run's
+  (carried by the task), never less than the worker's own ``clock_uncertainty_ms``.
+  Relaunches carry the original deadline; nothing renews it.
+* A handler may return a :class:`Proposal` (or a dict with a ``"proposal"`` object): from
+  the proposing slot it becomes the run's candidate action at the gate. Instrument, venue
+  and account are the run's, never the proposal's. A result that arrives after the
+  deadline is kept for the record; the gate expires its candidate at once.
 """
 
 from __future__ import annotations
@@ -26,7 +34,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import orjson
 from confluent_kafka import KafkaException
@@ -48,11 +56,18 @@ from streams.settings import Settings
 log = logging.getLogger("sluicegate.worker")
 
 EXPIRED_AT_DEQUEUE = "expired_at_dequeue"
+RECORD_ONLY = "record"
+"""``action_role`` of a slot whose result a run with actions keeps for the record only."""
 
 
 @dataclass(frozen=True)
 class Task:
-    """One branch task as the handler sees it."""
+    """One branch task as the handler sees it.
+
+    ``expires_at_ms`` is the run's absolute deadline (from its source time, never renewed);
+    ``clock_uncertainty_ms`` the run's allowance (``None`` in tasks written before 0.2.0);
+    ``action_role`` is ``propose``, ``approve``, ``record`` or ``None`` (no actions).
+    """
 
     run_id: str
     admission_key: str
@@ -61,10 +76,62 @@ class Task:
     workflow_revision: int
     expires_at_ms: int
     payload: dict[str, object]
+    source_time_ms: int | None = None
+    clock_uncertainty_ms: int | None = None
+    action_role: str | None = None
+
+    def remaining(self, now_ms: int) -> int:
+        """Milliseconds the run may still act: ``expires_at - clock_uncertainty - now``.
+
+        Eligible while this is positive (``now + clock_uncertainty < expires_at``); zero or
+        negative means the deadline passed (equality fails).
+        """
+        return self.expires_at_ms - (self.clock_uncertainty_ms or 0) - now_ms
 
     def remaining_ms(self, now_ms: int) -> int:
         """Time left before the signal's absolute deadline (negative once it passed)."""
         return self.expires_at_ms - now_ms
+
+
+@dataclass(frozen=True)
+class Proposal:
+    """What a proposing slot's handler may return: the run's proposed action.
+
+    ``kind`` is ``entry`` or ``exit``; ``side`` ``buy`` or ``sell``; exactly one of
+    ``quantity`` and ``notional`` (decimal strings, quote currency for ``notional``; never
+    floats). ``protection`` (e.g. ``{"kind": "stop_loss", "stop_price": "96000"}``) is sized
+    later from the venue-reported exposure; ``reassessment_of`` names the candidate this one
+    deliberately reassesses. ``result`` is kept beside the proposal in the slot's result.
+    """
+
+    kind: str
+    side: str
+    quantity: str | None = None
+    notional: str | None = None
+    limit_price: str | None = None
+    max_slippage_bps: str | None = None
+    params: dict[str, object] = field(default_factory=dict)
+    protection: dict[str, object] | None = None
+    notification: dict[str, object] | None = None
+    reassessment_of: str | None = None
+    result: dict[str, object] = field(default_factory=dict)
+
+    def as_result(self) -> dict[str, object]:
+        """The slot result that carries this proposal (``None`` fields left out)."""
+        proposal: dict[str, object] = {"kind": self.kind, "side": self.side, "params": self.params}
+        for name in (
+            "quantity",
+            "notional",
+            "limit_price",
+            "max_slippage_bps",
+            "protection",
+            "notification",
+            "reassessment_of",
+        ):
+            value = getattr(self, name)
+            if value is not None:
+                proposal[name] = value
+        return {**self.result, "proposal": proposal}
 
 
 @dataclass(frozen=True)
@@ -78,7 +145,7 @@ class BranchError(ConsumersError):
     """Raise from a handler to report the branch failed with this message."""
 
 
-Handler = Callable[[Task], "dict[str, object] | Skip"]
+Handler = Callable[[Task], "dict[str, object] | Proposal | Skip"]
 Report = ReportBranchStarted | ReportBranchCompleted | ReportBranchFailed | ReportBranchSkipped
 
 
@@ -163,6 +230,8 @@ class BranchWorker:
 
     def _handle(self, launched: BranchLaunched | BranchRelaunched) -> None:
         payload = orjson.loads(launched.payload_json)
+        # The run's allowance, never less than the worker's own.
+        uncertainty = max(launched.clock_uncertainty_ms or 0, self.clock_uncertainty_ms)
         task = Task(
             run_id=launched.run_id,
             admission_key=launched.admission_key,
@@ -171,11 +240,13 @@ class BranchWorker:
             workflow_revision=launched.workflow_revision,
             expires_at_ms=launched.expires_at_ms,
             payload=payload if isinstance(payload, dict) else {},
+            source_time_ms=launched.source_time_ms,
+            clock_uncertainty_ms=uncertainty,
+            action_role=launched.action_role,
         )
         who = (task.run_id, task.admission_key, task.slot, task.attempt, self.name)
         now = self.clock()
-        checks_deadline = self.deadline_slots is None or task.slot in self.deadline_slots
-        if checks_deadline and now + self.clock_uncertainty_ms >= task.expires_at_ms:
+        if self._checks_deadline(task) and task.remaining(now) <= 0:
             self._report(ReportBranchSkipped(*who, EXPIRED_AT_DEQUEUE, now))
             return
         self._report(ReportBranchStarted(*who, now))
@@ -191,8 +262,17 @@ class BranchWorker:
         if isinstance(outcome, Skip):
             self._report(ReportBranchSkipped(*who, outcome.reason, self.clock()))
         else:
+            if isinstance(outcome, Proposal):
+                outcome = outcome.as_result()
             result = orjson.dumps(outcome, option=orjson.OPT_SORT_KEYS).decode()
             self._report(ReportBranchCompleted(*who, result, self.clock()))
+
+    def _checks_deadline(self, task: Task) -> bool:
+        if self.deadline_slots is not None:
+            return task.slot in self.deadline_slots
+        # A slot kept for the record may finish after the deadline; a task that names no
+        # role (no actions, or written before 0.2.0) is checked, as every slot was before.
+        return task.action_role != RECORD_ONLY
 
     def _report(
         self,
@@ -211,11 +291,22 @@ class BranchWorker:
                 self._producer.poll(0.05)
 
 
-def demo_handler(task: Task) -> dict[str, object]:
-    """The handler of ``sluicegate worker``: records what it saw, like a journal branch."""
-    return {
+def demo_handler(task: Task) -> dict[str, object] | Proposal:
+    """The handler of ``sluicegate worker``: records what it saw, like a journal branch, and
+    from the proposing slot proposes a small entry on the signal's side."""
+    seen: dict[str, object] = {
         "slot": task.slot,
         "instrument": task.payload.get("instrument"),
         "side": task.payload.get("side"),
         "attempt": task.attempt,
     }
+    if task.action_role == "propose":
+        side = task.payload.get("side")
+        return Proposal(
+            kind="entry",
+            side=side if side in ("buy", "sell") else "buy",
+            quantity="0.001",
+            params={"rule": task.payload.get("rule")},
+            result=seen,
+        )
+    return seen

@@ -73,7 +73,7 @@ def branch_worker(
     handler: Handler,
     *,
     slots: Sequence[str] | None,
-    deadline_slots: Sequence[str],
+    deadline_slots: Sequence[str] | None,
     clock_uncertainty_ms: int,
     name: str,
 ) -> BranchWorker:

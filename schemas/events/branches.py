@@ -19,8 +19,9 @@ class BranchLaunched:
 
     ``expires_at_ms`` is a copy of the run's deadline; v2 adds the rest of the copy (source
     time, its definition, the window, the clock-uncertainty allowance) and ``action_role``:
-    ``propose`` or ``approve`` for the slots of the run's action, else null. v1 records
-    decode with nulls (a worker then uses its own allowance).
+    ``propose`` or ``approve`` for the slots of the run's action, ``record`` for its other
+    slots, null for a run without actions. v1 records decode with nulls (a worker then uses
+    its own allowance).
     """
 
     run_id: str

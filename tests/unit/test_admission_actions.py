@@ -74,7 +74,7 @@ def test_seed_timeline_through_admission_and_the_gate_dispatches_nothing(restart
     assert {t.slot: t.action_role for t in launches} == {
         "analysis": "approve",
         "signal": "propose",
-        "journal": None,
+        "journal": "record",
     }
     for task in launches:
         assert (task.expires_at_ms, task.source_time_ms, task.clock_uncertainty_ms) == (
@@ -401,3 +401,14 @@ def test_a_deadline_copy_never_grows_from_task_to_dispatch(case: dict[str, Any])
         assert d.expires_at_ms is None or d.dispatched_at_ms + d.clock_uncertainty_ms < (
             d.expires_at_ms
         )
+
+
+def test_an_approval_skipped_after_the_deadline_counts_the_candidate_as_expired() -> None:
+    pipe = Pipeline(seed_workflow())
+    run = pipe.admit(candle(OPEN), "d-1", RECEIVED)
+    pipe.completed(run, "signal", CHECKED, entry())
+    events = pipe.skipped(run, "analysis", READY, "expired_at_dequeue")
+    assert len(of(events, DispatchWithdrawn)) == 1
+    [expired] = of(events, CandidateExpired)
+    assert (expired.reason, expired.expires_at_ms) == ("deadline_passed", DEADLINE)
+    assert of(events, CandidateRejected) == []

@@ -196,7 +196,7 @@ def test_recovery_relaunches_only_the_missing_slot_under_the_same_run() -> None:
             validity_source_time="candle_close",
             validity_window_ms=5_000,
             clock_uncertainty_ms=250,
-            action_role=None,
+            action_role="record",
         )
     ]
     assert not of_type(proc.events, RunAdmitted)[1:]  # no new run

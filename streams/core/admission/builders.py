@@ -32,12 +32,13 @@ def generation_kind_of(workflow: WorkflowRevised) -> str:
 
 
 def action_role(propose: str | None, approve: tuple[str, ...], slot: str) -> str | None:
-    """``propose`` or ``approve`` for the slots of a run's action, else ``None``."""
+    """A slot's part in its run's action: ``propose``, ``approve``, ``record`` (a run with
+    actions, but its result is for the record only), ``None`` for a run without actions."""
+    if propose is None:
+        return None
     if slot == propose:
         return "propose"
-    if slot in approve:
-        return "approve"
-    return None
+    return "approve" if slot in approve else "record"
 
 
 def reject(delivery: AdmitDelivery, reason: str, detail: str, now: int) -> list[AdmissionEvent]:

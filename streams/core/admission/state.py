@@ -71,10 +71,13 @@ class RunState:
     proposed_kind: str | None = None
 
     def action_role(self, slot: str) -> str | None:
-        """``propose`` or ``approve`` for the slots of the run's action, else ``None``."""
+        """``propose``, ``approve``, ``record`` (a run with actions; the slot's result is for
+        the record only) or ``None`` (a run without actions)."""
+        if self.action_propose_slot is None:
+            return None
         if slot == self.action_propose_slot:
             return "propose"
-        return "approve" if slot in self.action_approve_slots else None
+        return "approve" if slot in self.action_approve_slots else "record"
 
     def slot(self, name: str) -> SlotState | None:
         """The launched slot ``name``, or ``None`` if it was never launched."""

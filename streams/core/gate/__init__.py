@@ -54,7 +54,8 @@ Rules
 10. **Withdrawn approvals end at once.** ``DispatchWithdrawn`` (an approving slot of the run
    failed or was skipped) ends the pending candidate ``CandidateRejected`` with the
    withdrawal's reason (``approval_failed`` / ``approval_skipped``) instead of letting it
-   wait for its deadline; a candidate that already has its outcome keeps it.
+   wait for its deadline (one already out of time ends ``CandidateExpired(deadline_passed)``,
+   so expired work is counted as expired); a candidate that has its outcome keeps it.
 11. **Bad proposals are rejected, not guessed.** An unreadable generation, a comparison kind
    other than the scope's, a negative allowance or window, a candidate id that is not
    ``<run_id>.<kind>``, or unusable order parameters give ``CandidateRejected``.

@@ -152,8 +152,12 @@ def _withdraw(state: ScopeState | None, w: DispatchWithdrawn, now: int) -> list[
     if state is None or w.scope_key != state.scope_key:
         return []
     for track in state.tracks:
-        if track.pending is not None and track.pending.candidate_id == w.candidate_id:
-            return [outcomes.withdrawn(state.scope_key, track.pending, w.reason, w.detail, now)]
+        c = track.pending
+        if c is not None and c.candidate_id == w.candidate_id:
+            # Out of time is what it is, whatever the approval did: counted as expired.
+            if not eligible(now, c.expires_at_ms, c.clock_uncertainty_ms):
+                return [_deadline_passed(state.scope_key, c, now)]
+            return [outcomes.withdrawn(state.scope_key, c, w.reason, w.detail, now)]
     return []
 
 
