@@ -5,7 +5,7 @@ Every function takes an open connection and the schema, returns plain JSON-ready
 parameter; identifiers go through :class:`psycopg.sql.Identifier`.
 
 Modules: :mod:`.connection` (the reader and shared helpers), :mod:`.runs`,
-:mod:`.occurrences`, :mod:`.counts`; every query is importable from here.
+:mod:`.occurrences`, :mod:`.counts`, :mod:`.scopes`; every query is importable from here.
 """
 
 from projections.queries.connection import (
@@ -25,6 +25,7 @@ from projections.queries.counts import (
 )
 from projections.queries.occurrences import get_occurrence
 from projections.queries.runs import get_run, get_timeline, rerun_result, run_admission_key
+from projections.queries.scopes import get_run_candidates, get_scope
 
 __all__ = [
     "BY_REASON",
@@ -37,6 +38,8 @@ __all__ = [
     "get_offsets",
     "get_parked_count",
     "get_run",
+    "get_run_candidates",
+    "get_scope",
     "get_stats",
     "get_timeline",
     "iso",
