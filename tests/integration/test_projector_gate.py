@@ -8,16 +8,22 @@ projector then answers ``stats``, ``scopes show`` and ``GET /v1/scopes/{key}``, 
 
 from __future__ import annotations
 
+import asyncio
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
+import urllib.parse
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
+from aiohttp import web
+from aiohttp.test_utils import TestClient, TestServer
 
 from projections import queries
+from projections.http import add_read_routes
 from projections.projector import Projector
 from schemas.events import CandidateAccepted
 from tests.support.gate import SCOPE, T0, proposal, request
@@ -48,6 +54,16 @@ def _cli(gate: GateHarness, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [SLUICEGATE, *args], env=env, capture_output=True, text=True, timeout=90, check=False
     )
+
+
+def with_client(gate: GateHarness, body: Callable[[TestClient[Any, Any]], Awaitable[None]]) -> None:
+    async def main() -> None:
+        app = web.Application()
+        add_read_routes(app, gate.settings)
+        async with TestClient(TestServer(app)) as client:
+            await body(client)
+
+    asyncio.run(main())
 
 
 def test_the_gate_projects_candidates_scopes_and_counts(gate: GateHarness) -> None:
@@ -104,6 +120,17 @@ def test_the_gate_projects_candidates_scopes_and_counts(gate: GateHarness) -> No
     assert unknown.returncode == 1 and "decision scope" in unknown.stderr
     stats_out = _cli(gate, "stats", "--json")
     assert orjson.loads(stats_out.stdout)["superseded"] == 2
+
+    async def http(client: TestClient[Any, Any]) -> None:
+        response = await client.get("/v1/scopes/" + urllib.parse.quote(SCOPE, safe=""))
+        assert response.status == 200
+        body = await response.json()
+        assert body["current"][0]["generation"] == "83"
+        missing = await client.get("/v1/scopes/paper%7Caccount%3Dnobody")
+        assert missing.status == 404
+        assert (await missing.json())["error"]["code"] == "scope_not_found"
+
+    with_client(gate, http)
 
     verify = _cli(gate, "projections", "rebuild", "--verify")
     assert verify.returncode == 0, verify.stdout + verify.stderr
