@@ -291,9 +291,18 @@ class BranchWorker:
                 self._producer.poll(0.05)
 
 
+DEMO_DELAY_FIELD = "demo_approval_delay_ms"
+"""Payload field that makes the demonstration handler's approvals take that long (at most
+4 s): how ``make run`` keeps a candidate pending while a newer one arrives."""
+
+
 def demo_handler(task: Task) -> dict[str, object] | Proposal:
     """The handler of ``sluicegate worker``: records what it saw, like a journal branch, and
-    from the proposing slot proposes a small entry on the signal's side."""
+    from the proposing slot proposes a small entry on the signal's side. An approving slot
+    takes ``demo_approval_delay_ms`` of the payload (at most 4 s) before it completes."""
+    delay = task.payload.get(DEMO_DELAY_FIELD)
+    if task.action_role == "approve" and isinstance(delay, int) and not isinstance(delay, bool):
+        time.sleep(min(max(delay, 0), 4_000) / 1000)
     seen: dict[str, object] = {
         "slot": task.slot,
         "instrument": task.payload.get("instrument"),

@@ -76,6 +76,7 @@ def branch_worker(
     deadline_slots: Sequence[str] | None,
     clock_uncertainty_ms: int,
     name: str,
+    group: str = "branch-workers",
 ) -> BranchWorker:
     """A branch worker of the SDK serving ``slots`` (all when ``None``) with ``handler``."""
     ensure_topics(settings)
@@ -86,6 +87,7 @@ def branch_worker(
         deadline_slots=deadline_slots,
         clock_uncertainty_ms=clock_uncertainty_ms,
         name=name,
+        group=group,
     )
 
 

@@ -32,6 +32,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="least allowance added to now at the deadline check (the run's, from its "
         "task, when larger)",
     )
+    worker.add_argument(
+        "--group",
+        default="branch-workers",
+        help="consumer group (under the topic prefix); workers serving different slots need "
+        "different groups, as each group takes every task once",
+    )
     worker.set_defaults(func=cmd_worker)
 
 
@@ -49,6 +55,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
         deadline_slots=args.deadline_slot,
         clock_uncertainty_ms=args.clock_uncertainty_ms,
         name="demo-worker",
+        group=args.group,
     )
 
     def stop(_signum: int, _frame: object) -> None:
