@@ -1,10 +1,12 @@
-"""kill -9 drill of the gate: a restart keeps every deadline, and nothing is decided twice.
+"""kill -9 drills of the gate and of a worker: a restart keeps every deadline.
 
 ``sluicegate gate`` runs as a child process on the wall clock. Candidates with short windows
 are accepted, the gate is SIGKILLed (by its pid) and restarted with the same instance id:
 the restored state still holds each candidate to its original deadline (a pending one
 expires at exactly that deadline, never a renewed one), a request after the restart is
-dispatched with the original deadline, and copies of decided records produce nothing.
+dispatched with the original deadline, and copies of decided records produce nothing. A
+``sluicegate worker`` SIGKILLed in the middle of an approval is restarted after the deadline:
+it takes the same task again, with the same deadline, and skips it (``expired_at_dequeue``).
 """
 
 from __future__ import annotations
@@ -20,10 +22,20 @@ from pathlib import Path
 
 import pytest
 
-from schemas.events import CandidateAccepted, CandidateExpired
+from schemas.events import (
+    BranchCompleted,
+    BranchLaunched,
+    BranchSkipped,
+    BranchStarted,
+    CandidateAccepted,
+    CandidateExpired,
+    RunAdmitted,
+)
 from streams.settings import Settings
+from tests.support.admission import AdmissionHarness, candle
 from tests.support.gate import SCOPE, proposal, request
 from tests.support.gate_broker import Decisions, GateHarness
+from tests.support.kafka import wait_until
 
 pytestmark = pytest.mark.drill
 
@@ -123,3 +135,52 @@ def test_a_gate_killed_with_sigkill_keeps_every_deadline(
     )
     assert set(ends.values()) == {1} and len(ends) == 10
     assert len(out.of(CandidateAccepted)) == 10
+
+
+class WorkerProcess(GateProcess):
+    """``sluicegate worker`` serving the approving slot, as a child process."""
+
+    def start(self) -> None:
+        env = dict(os.environ)
+        env.update(
+            SLUICEGATE_TOPIC_PREFIX=self.settings.topic_prefix,
+            SLUICEGATE_PARTITIONS=str(self.settings.partitions),
+            SLUICEGATE_STATE_DIR=str(self.settings.state_dir),
+        )
+        with self.log_path.open("ab") as log:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "sluicegate.cli", "worker", "--slot", "analysis"],
+                cwd=ROOT,
+                env=env,
+                stdout=log,
+                stderr=log,
+            )
+
+
+def test_a_worker_killed_with_sigkill_mid_task_gets_no_new_window(tmp_path: Path) -> None:
+    harness = AdmissionHarness(partitions=3)
+    worker = WorkerProcess(harness.settings, tmp_path / "worker.log")
+    try:
+        harness.apply_workflow()
+        # Admission's clock is fixed at the wall clock of now; the candle closes now, so the
+        # run's deadline is 5 s away on the worker's wall clock.
+        now = time.time_ns() // 1_000_000
+        harness.clock.now_ms = now
+        harness.start_processor()
+        worker.start()
+        harness.deliver(candle(candle_open=now - 60_000, demo_approval_delay_ms=4_000))
+        out = harness.wait_for(lambda o: o.of(BranchStarted) and o.of(RunAdmitted))
+        [run] = out.of(RunAdmitted)
+        worker.kill9()  # mid-approval: its offset was never committed
+        wait_until(lambda: time.time_ns() // 1_000_000 > run.expires_at_ms, timeout_s=30)
+        worker.start()  # takes the same task again, after the deadline
+        out = harness.wait_for(lambda o: o.of(BranchSkipped), timeout_s=120)
+    finally:
+        worker.stop()
+        harness.close()
+    [skipped] = out.of(BranchSkipped)
+    assert (skipped.slot, skipped.reason) == ("analysis", "expired_at_dequeue")
+    assert skipped.skipped_at_ms >= run.expires_at_ms - run.clock_uncertainty_ms
+    tasks = [t for t in out.of(BranchLaunched) if t.slot == "analysis"]
+    assert [t.expires_at_ms for t in tasks] == [run.expires_at_ms]
+    assert not out.of(BranchCompleted)
