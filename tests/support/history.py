@@ -10,6 +10,10 @@ deliveries with their one outcome each (admitted, deduplicated, conflicts, rejec
 the horizon or for an unknown destination), runs with their launches, workers' claims (some
 sent twice, some after their attempt timed out) and the accepted facts, relaunches and slots
 the processor failed, status changes, reruns (one of them requested twice) and evictions.
+Each run's proposing slot proposes an entry when it completes; admission's hand-offs go to
+``candidates`` and are decided by the real gate core (``streams.core.gate``, state per scope
+key, due timers first), whose outcomes go to ``gate-decisions`` and ``actions``: some
+candidates are dispatched, most expire, others are superseded or withdrawn.
 
 Each occurrence keeps its own clock (the core is per key, and the engine fires a key's timers
 at its own due times); the occurrences are interleaved at random, in causal order within
@@ -37,10 +41,25 @@ from schemas.commands import (
     ReportBranchSkipped,
     ReportBranchStarted,
 )
-from schemas.events import WorkflowRevised
+from schemas.events import (
+    ActionDispatched,
+    CandidateProposed,
+    DispatchRequested,
+    DispatchWithdrawn,
+    WorkflowRevised,
+)
 from schemas.records import Record
-from schemas.topics import BRANCH_RESULTS, DELIVERIES, WORKFLOWS, TopicSpec
+from schemas.topics import (
+    ACTIONS,
+    BRANCH_RESULTS,
+    CANDIDATES,
+    DELIVERIES,
+    GATE_DECISIONS,
+    WORKFLOWS,
+    TopicSpec,
+)
 from streams.apps.admission import topic_of
+from streams.core import gate
 from streams.core.admission import (
     AdmissionEvent,
     Admit,
@@ -58,6 +77,7 @@ from streams.kafka.clients import admin_client, transactional_producer
 from streams.settings import Settings
 from tests.support.admission import delivery_for
 from tests.support.core import Processor, contract_document
+from tests.support.gate import Gate
 
 BASE_MS = 1_780_000_000_000
 SUBSCRIPTIONS = (("btc-breakout", "paper"), ("eth-revert", "live"))
@@ -90,6 +110,13 @@ def workflow(
     return revised
 
 
+_PROPOSAL = (
+    '{"ok":true,"proposal":{"kind":"entry","side":"buy","quantity":"0.010",'
+    '"limit_price":"97000.5","params":{"rule":"breakout"}}}'
+)
+"""What the proposing slot (``signal``) of the README's workflow answers in a history."""
+
+
 class _Clock:
     """One occurrence's clock (epoch ms)."""
 
@@ -106,6 +133,7 @@ class _World:
 
     def __init__(self) -> None:
         self.core = Processor()
+        self.gate = Gate()
         self.workflows: dict[tuple[str, str], WorkflowRevised] = {}
 
     def decide(self, key: str, command: Command, now: int) -> list[Emitted]:
@@ -117,7 +145,37 @@ class _World:
         if not isinstance(command, CheckTimers) and due is not None and due <= now:
             events += self.core.handle(CheckTimers(), now, key)
         events += self.core.handle(command, now, key)
-        return [Emitted(topic_of(e).name, e.admission_key, e) for e in events]
+        out: list[Emitted] = []
+        for e in events:
+            if isinstance(e, CandidateProposed | DispatchRequested | DispatchWithdrawn):
+                out.append(Emitted(CANDIDATES.name, e.scope_key, e))
+                out.extend(self._gate(e, now))
+            else:
+                out.append(Emitted(topic_of(e).name, e.admission_key, e))
+        return out
+
+    def _gate(
+        self, event: CandidateProposed | DispatchRequested | DispatchWithdrawn, now: int
+    ) -> list[Emitted]:
+        """The gate's decision on one hand-off, after the scope's due timers."""
+        scope = event.scope_key
+        decided: list[gate.GateEvent] = []
+        due = gate.next_due_ms(self.gate.state(scope))
+        if due is not None and due <= now:
+            decided += self.gate.handle(gate.CheckTimers(), now, scope)
+        if isinstance(event, CandidateProposed):
+            decided += self.gate.propose(event, now)
+        elif isinstance(event, DispatchRequested):
+            decided += self.gate.request(event, now)
+        else:
+            decided += self.gate.withdraw(event, now)
+        return [
+            Emitted(ACTIONS.name, e.run_id, e)
+            if isinstance(e, ActionDispatched)
+            else Emitted(GATE_DECISIONS.name, e.scope_key, e)
+            for e in decided
+            if not isinstance(e, DispatchRequested)  # held: state only
+        ]
 
 
 def _on(spec: TopicSpec, key: str, record: Record) -> Emitted:
@@ -165,6 +223,9 @@ class _Occurrence:
             opened = self.clock.now - 7 * DAY_MS + 10 * 60_000
         elif self.kind == "beyond_horizon":
             opened = self.clock.now - 8 * DAY_MS
+        elif rng.random() < 0.5:
+            # A candle that closes about now: its entry may still be in time at the gate.
+            opened = self.clock.now - 60_000 - rng.randint(0, 1_500)
         else:
             opened = self.clock.now - 2 * 60_000
         self.payload: dict[str, object] = {
@@ -172,7 +233,7 @@ class _Occurrence:
             "venue": "binance",
             "instrument": "BTCUSDT",
             "interval": "1m",
-            "candle_open": format_time(opened - opened % 60_000),
+            "candle_open": format_time(opened - opened % 60_000 if opened % 2 else opened),
             "rule": f"breakout-{tag}-{i}",
             "side": "buy",
             "price": "97000.5",
@@ -296,7 +357,8 @@ class _Occurrence:
         if kind is ReportBranchStarted:
             return ReportBranchStarted(*who, at)
         if kind is ReportBranchCompleted:
-            return ReportBranchCompleted(*who, '{"ok":true}', at)
+            result = _PROPOSAL if slot == "signal" else '{"ok":true}'
+            return ReportBranchCompleted(*who, result, at)
         if kind is ReportBranchFailed:
             return ReportBranchFailed(*who, "boom", at)
         reason = self.rng.choice(("expired_at_dequeue", "not_applicable"))
