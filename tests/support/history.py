@@ -198,6 +198,9 @@ def build_history(rng: random.Random, occurrences: int, tag: str = "h") -> list[
     # Each occurrence is a generator of its own events; interleaving them keeps causal order
     # within an occurrence while mixing occurrences (and so partitions and topics).
     streams = [_Occurrence(world, rng, tag, i).steps() for i in range(occurrences)]
+    # One more, in a scope of its own, whose workers finish at once: its entry is dispatched,
+    # so every topic of the catalogue holds records.
+    streams.append(_Occurrence(world, rng, tag, occurrences, sure=True).steps())
     while streams:
         stream = rng.choice(streams)
         step = next(stream, None)
@@ -211,19 +214,23 @@ def build_history(rng: random.Random, occurrences: int, tag: str = "h") -> list[
 class _Occurrence:
     """One occurrence's senders, workers and operator, against the real core."""
 
-    def __init__(self, world: _World, rng: random.Random, tag: str, i: int) -> None:
-        self.world, self.rng, self.tag, self.i = world, rng, tag, i
+    def __init__(
+        self, world: _World, rng: random.Random, tag: str, i: int, *, sure: bool = False
+    ) -> None:
+        self.world, self.rng, self.tag, self.i, self.sure = world, rng, tag, i, sure
         self.sub, self.env = rng.choice(SUBSCRIPTIONS)
         self.clock = _Clock(BASE_MS + i * 600_000)
         self.kind = rng.choices(
             ("normal", "beyond_horizon", "unknown_subscription", "evicted"), (16, 1, 1, 2)
         )[0]
+        if sure:
+            self.kind = "normal"
         if self.kind == "evicted":
             # Old enough that its record may leave the state about an hour after admission.
             opened = self.clock.now - 7 * DAY_MS + 10 * 60_000
         elif self.kind == "beyond_horizon":
             opened = self.clock.now - 8 * DAY_MS
-        elif rng.random() < 0.5:
+        elif sure or rng.random() < 0.5:
             # A candle that closes about now: its entry may still be in time at the gate.
             opened = self.clock.now - 60_000 - rng.randint(0, 1_500)
         else:
@@ -233,11 +240,13 @@ class _Occurrence:
             "venue": "binance",
             "instrument": "BTCUSDT",
             "interval": "1m",
-            "candle_open": format_time(opened - opened % 60_000 if opened % 2 else opened),
+            "candle_open": format_time(
+                opened - opened % 60_000 if opened % 2 and not sure else opened
+            ),
             "rule": f"breakout-{tag}-{i}",
             "side": "buy",
             "price": "97000.5",
-            "account": "acc-1",
+            "account": f"acc-{tag}-sure" if sure else "acc-1",
         }
         if i % 2 == 0:
             self.payload["event_id"] = f"{tag}-ev-{i}"
@@ -245,6 +254,15 @@ class _Occurrence:
         self.rejected = self.kind in ("beyond_horizon", "unknown_subscription")
 
     def steps(self) -> Iterator[list[Emitted]]:
+        if self.sure:
+            yield self._deliver(f"{self.tag}-d-{self.i}-0")
+            state = self.world.core.state(self.key)
+            assert state is not None
+            for slot in state.original.slots:
+                run_id, attempt = state.original.run_id, slot.attempt
+                yield self._claim(ReportBranchStarted, run_id, slot.slot, attempt, "w-1")
+                yield self._claim(ReportBranchCompleted, run_id, slot.slot, attempt, "w-1")
+            return
         for d in range(self.rng.randint(1, 4)):
             yield self._deliver(f"{self.tag}-d-{self.i}-{d}")
             if not self.rejected:
