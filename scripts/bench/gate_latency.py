@@ -7,7 +7,8 @@ interval) in this process, proposes ``--n`` fresh candidates on ``--scopes`` sco
 until they are accepted, then produces their dispatch requests at a steady ``--rate`` per
 second. A read_committed consumer on ``actions`` notes when each ``ActionDispatched``
 becomes visible; the script prints p50/p90/p99/max in milliseconds from the produce call of
-the request (one producer, ``linger.ms`` 0) to the consumer seeing the dispatch.
+the request (one producer, ``linger.ms`` 0) to the consumer seeing the dispatch. Its topics
+are deleted afterwards.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from streams.engine.processor import Processor  # noqa: E402
 from streams.kafka.clients import read_committed_consumer  # noqa: E402
 from streams.kafka.topics import ensure_topics  # noqa: E402
 from tests.support.gate import SCOPE, proposal, request  # noqa: E402
+from tests.support.history import cleanup  # noqa: E402
 from tests.support.kafka import unique_settings  # noqa: E402
 
 
@@ -131,6 +133,7 @@ def main() -> int:
     runner.join(60)
     consumer.close()
     checker.close()
+    cleanup(settings)  # the bench's topics and schema
     for action_id, at in produced.items():
         if action_id in seen:
             latencies.append((seen[action_id] - at) * 1000)
