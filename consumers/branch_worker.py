@@ -13,10 +13,18 @@ Guarantees and limits:
   repeats the task; the processor counts each (run, slot) result once, so a repeat is
   harmless to the run, but a handler with external effects must itself be idempotent per
   (run_id, slot), for example by keying its writes on them.
-* The deadline is checked when the task is taken: a task whose ``expires_at_ms`` has passed
+* The deadline is checked when the task is taken: a task that is no longer eligible
   (``now + clock_uncertainty >= expires_at``; equality fails) is reported skipped with reason
-  ``expired_at_dequeue`` and the handler is never called, for the slots listed in
-  ``deadline_slots`` (default: all). Relaunches carry the original deadline; nothing renews it.
+  ``expired_at_dequeue`` and the handler is never called. By default that check applies to
+  every slot except those a run with actions keeps for the record only (``action_role``
+  ``record``): the proposing and approving slots are always checked; ``deadline_slots``
+  lists the slots explicitly instead. The allowance ``clock_uncertainty`` is the run's
+  (carried by the task), never less than the worker's own ``clock_uncertainty_ms``.
+  Relaunches carry the original deadline; nothing renews it.
+* A handler may return a :class:`Proposal` (or a dict with a ``"proposal"`` object): from
+  the proposing slot it becomes the run's candidate action at the gate. Instrument, venue
+  and account are the run's, never the proposal's. A result that arrives after the
+  deadline is kept for the record; the gate expires its candidate at once.
 """
 
 from __future__ import annotations
@@ -25,8 +33,8 @@ import logging
 import socket
 import threading
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Collection, Sequence
+from dataclasses import dataclass, field
 
 import orjson
 from confluent_kafka import KafkaException
@@ -48,11 +56,18 @@ from streams.settings import Settings
 log = logging.getLogger("sluicegate.worker")
 
 EXPIRED_AT_DEQUEUE = "expired_at_dequeue"
+RECORD_ONLY = "record"
+"""``action_role`` of a slot whose result a run with actions keeps for the record only."""
 
 
 @dataclass(frozen=True)
 class Task:
-    """One branch task as the handler sees it."""
+    """One branch task as the handler sees it.
+
+    ``expires_at_ms`` is the run's absolute deadline (from its source time, never renewed);
+    ``clock_uncertainty_ms`` the run's allowance (``None`` in tasks written before 0.2.0);
+    ``action_role`` is ``propose``, ``approve``, ``record`` or ``None`` (no actions).
+    """
 
     run_id: str
     admission_key: str
@@ -61,10 +76,62 @@ class Task:
     workflow_revision: int
     expires_at_ms: int
     payload: dict[str, object]
+    source_time_ms: int | None = None
+    clock_uncertainty_ms: int | None = None
+    action_role: str | None = None
+
+    def remaining(self, now_ms: int) -> int:
+        """Milliseconds the run may still act: ``expires_at - clock_uncertainty - now``.
+
+        Eligible while this is positive (``now + clock_uncertainty < expires_at``); zero or
+        negative means the deadline passed (equality fails).
+        """
+        return self.expires_at_ms - (self.clock_uncertainty_ms or 0) - now_ms
 
     def remaining_ms(self, now_ms: int) -> int:
         """Time left before the signal's absolute deadline (negative once it passed)."""
         return self.expires_at_ms - now_ms
+
+
+@dataclass(frozen=True)
+class Proposal:
+    """What a proposing slot's handler may return: the run's proposed action.
+
+    ``kind`` is ``entry`` or ``exit``; ``side`` ``buy`` or ``sell``; exactly one of
+    ``quantity`` and ``notional`` (decimal strings, quote currency for ``notional``; never
+    floats). ``protection`` (e.g. ``{"kind": "stop_loss", "stop_price": "96000"}``) is sized
+    later from the venue-reported exposure; ``reassessment_of`` names the candidate this one
+    deliberately reassesses. ``result`` is kept beside the proposal in the slot's result.
+    """
+
+    kind: str
+    side: str
+    quantity: str | None = None
+    notional: str | None = None
+    limit_price: str | None = None
+    max_slippage_bps: str | None = None
+    params: dict[str, object] = field(default_factory=dict)
+    protection: dict[str, object] | None = None
+    notification: dict[str, object] | None = None
+    reassessment_of: str | None = None
+    result: dict[str, object] = field(default_factory=dict)
+
+    def as_result(self) -> dict[str, object]:
+        """The slot result that carries this proposal (``None`` fields left out)."""
+        proposal: dict[str, object] = {"kind": self.kind, "side": self.side, "params": self.params}
+        for name in (
+            "quantity",
+            "notional",
+            "limit_price",
+            "max_slippage_bps",
+            "protection",
+            "notification",
+            "reassessment_of",
+        ):
+            value = getattr(self, name)
+            if value is not None:
+                proposal[name] = value
+        return {**self.result, "proposal": proposal}
 
 
 @dataclass(frozen=True)
@@ -78,7 +145,7 @@ class BranchError(ConsumersError):
     """Raise from a handler to report the branch failed with this message."""
 
 
-Handler = Callable[[Task], "dict[str, object] | Skip"]
+Handler = Callable[[Task], "dict[str, object] | Proposal | Skip"]
 Report = ReportBranchStarted | ReportBranchCompleted | ReportBranchFailed | ReportBranchSkipped
 
 
@@ -162,14 +229,13 @@ class BranchWorker:
         return handled
 
     def _handle(self, launched: BranchLaunched | BranchRelaunched) -> None:
-        checks_deadline = self.deadline_slots is None or launched.slot in self.deadline_slots
         for report in run_task(
             launched,
             self.handler,
             worker=self.name,
             clock=self.clock,
             clock_uncertainty_ms=self.clock_uncertainty_ms,
-            checks_deadline=checks_deadline,
+            deadline_slots=self.deadline_slots,
         ):
             self._report(report)
 
@@ -196,16 +262,19 @@ def run_task(
     *,
     worker: str,
     clock: Callable[[], int],
-    clock_uncertainty_ms: int,
-    checks_deadline: bool = True,
+    clock_uncertainty_ms: int = 0,
+    deadline_slots: Collection[str] | None = None,
 ) -> list[Report]:
     """The reports for one task, in the order they must be sent; no IO of its own.
 
-    An expired task (``now + clock_uncertainty >= expires_at`` when ``checks_deadline``) gives
-    one ``ReportBranchSkipped(expired_at_dequeue)`` and the handler is never called; otherwise
-    ``ReportBranchStarted`` and then exactly one of completed, failed (the handler raised) or
-    skipped (the handler returned :class:`Skip`). Every worker front end (this module's
-    :class:`BranchWorker`, the Faust bridge) sends what this returns, so they keep one contract.
+    The allowance is the run's (``launched.clock_uncertainty_ms``), never less than
+    ``clock_uncertainty_ms``. A task whose deadline is checked (:func:`checks_deadline`) and
+    has no time left (``now + allowance >= expires_at``) gives one
+    ``ReportBranchSkipped(expired_at_dequeue)`` and the handler is never called; otherwise
+    ``ReportBranchStarted`` and then exactly one of completed (a dict, or a
+    :class:`Proposal` as its result), failed (the handler raised) or skipped (the handler
+    returned :class:`Skip`). Every worker front end (this module's :class:`BranchWorker`, the
+    Faust bridge) sends what this returns, so they keep one contract.
     """
     payload = orjson.loads(launched.payload_json)
     task = Task(
@@ -216,10 +285,13 @@ def run_task(
         workflow_revision=launched.workflow_revision,
         expires_at_ms=launched.expires_at_ms,
         payload=payload if isinstance(payload, dict) else {},
+        source_time_ms=launched.source_time_ms,
+        clock_uncertainty_ms=max(launched.clock_uncertainty_ms or 0, clock_uncertainty_ms),
+        action_role=launched.action_role,
     )
     who = (task.run_id, task.admission_key, task.slot, task.attempt, worker)
     now = clock()
-    if checks_deadline and now + clock_uncertainty_ms >= task.expires_at_ms:
+    if checks_deadline(task, deadline_slots) and task.remaining(now) <= 0:
         return [ReportBranchSkipped(*who, EXPIRED_AT_DEQUEUE, now)]
     started = ReportBranchStarted(*who, now)
     try:
@@ -231,15 +303,49 @@ def run_task(
         return [started, ReportBranchFailed(*who, f"{type(e).__name__}: {e}", clock())]
     if isinstance(outcome, Skip):
         return [started, ReportBranchSkipped(*who, outcome.reason, clock())]
+    if isinstance(outcome, Proposal):
+        outcome = outcome.as_result()
     result = orjson.dumps(outcome, option=orjson.OPT_SORT_KEYS).decode()
     return [started, ReportBranchCompleted(*who, result, clock())]
 
 
-def demo_handler(task: Task) -> dict[str, object]:
-    """The handler of ``sluicegate worker``: records what it saw, like a journal branch."""
-    return {
+def checks_deadline(task: Task, deadline_slots: Collection[str] | None) -> bool:
+    """Whether ``task``'s deadline is checked when it is taken.
+
+    ``deadline_slots`` given: for exactly those slots. Otherwise for every slot but one kept
+    for the record (its role ``record``), which may finish after the deadline; a task that
+    names no role (no actions, or written before 0.2.0) is checked, as every slot was before.
+    """
+    if deadline_slots is not None:
+        return task.slot in deadline_slots
+    return task.action_role != RECORD_ONLY
+
+
+DEMO_DELAY_FIELD = "demo_approval_delay_ms"
+"""Payload field that makes the demonstration handler's approvals take that long (at most
+4 s): how ``make run`` keeps a candidate pending while a newer one arrives."""
+
+
+def demo_handler(task: Task) -> dict[str, object] | Proposal:
+    """The handler of ``sluicegate worker``: records what it saw, like a journal branch, and
+    from the proposing slot proposes a small entry on the signal's side. An approving slot
+    takes ``demo_approval_delay_ms`` of the payload (at most 4 s) before it completes."""
+    delay = task.payload.get(DEMO_DELAY_FIELD)
+    if task.action_role == "approve" and isinstance(delay, int) and not isinstance(delay, bool):
+        time.sleep(min(max(delay, 0), 4_000) / 1000)
+    seen: dict[str, object] = {
         "slot": task.slot,
         "instrument": task.payload.get("instrument"),
         "side": task.payload.get("side"),
         "attempt": task.attempt,
     }
+    if task.action_role == "propose":
+        side = task.payload.get("side")
+        return Proposal(
+            kind="entry",
+            side=side if side in ("buy", "sell") else "buy",
+            quantity="0.001",
+            params={"rule": task.payload.get("rule")},
+            result=seen,
+        )
+    return seen

@@ -109,6 +109,7 @@ def add_read_routes(app: web.Application, settings: Settings) -> None:
     app.router.add_get("/v1/runs/{run_id}", _get_run)
     # `.+` so that an admission key with a "/" matches whether or not it was %2F-encoded.
     app.router.add_get("/v1/occurrences/{key:.+}", _get_occurrence)
+    app.router.add_get("/v1/scopes/{key:.+}", _get_scope)
     app.router.add_get("/v1/stats", _get_stats)
     app.router.add_get("/v1/holds", _get_holds)
     app.router.add_get("/metrics", _get_metrics)
@@ -189,6 +190,21 @@ async def _get_occurrence(request: web.Request) -> web.Response:
             404,
             "occurrence_not_found",
             f"no occurrence or delivery {key!r} in the projection; {queries.PROJECTOR_HINT}",
+        )
+    return web.json_response(found)
+
+
+async def _get_scope(request: web.Request) -> web.Response:
+    key = request.match_info["key"]
+    try:
+        found = await _query(request, lambda c, s: queries.get_scope(c, s, key))
+    except _Unavailable as e:
+        return _unavailable(e)
+    if found is None:
+        return error_response(
+            404,
+            "scope_not_found",
+            f"no decision scope {key!r} in the projection; {queries.PROJECTOR_HINT}",
         )
     return web.json_response(found)
 

@@ -67,6 +67,19 @@ def _report_counters(row: Row) -> Sequence[CounterKey]:
     return ()
 
 
+def _gate_counters(row: Row) -> Sequence[CounterKey]:
+    outcome, reason = row["outcome"], str(row["reason"] or "")
+    # A dispatch is counted once, by its ``dispatches`` row (journal_tables).
+    if outcome == "superseded":
+        return (("superseded", reason),)
+    if outcome == "expired":
+        # Every candidate that expired at the gate expired before it was sent.
+        return (("expired_before_send", reason),)
+    if outcome == "rejected":
+        return (("candidates_rejected", reason),)
+    return ()
+
+
 _SOURCE = ("src_topic", "src_partition", "src_offset")
 
 TABLES: tuple[TableSpec, ...] = (
@@ -234,6 +247,60 @@ TABLES: tuple[TableSpec, ...] = (
     ),
     TableSpec("evictions", ("admission_key", "run_ids", "evicted_at_ms"), ("admission_key",)),
     *JOURNAL_TABLES,
+    TableSpec(
+        "candidates",
+        (
+            "candidate_id",
+            "run_id",
+            "admission_key",
+            "scope_key",
+            "kind",
+            "generation",
+            "generation_kind",
+            "expires_at_ms",
+            "source_time_ms",
+            "enqueued_at_ms",
+            "dequeued_at_ms",
+            "proposed_at_ms",
+            "final_at_ms",
+            "current_generation",
+            "outcome",
+            "reason",
+            "rank",
+        ),
+        ("candidate_id",),
+        policy="max",
+    ),
+    TableSpec(
+        "candidate_outcomes",
+        (
+            "candidate_id",
+            "run_id",
+            "scope_key",
+            "kind",
+            "outcome",
+            "reason",
+            "generation",
+            "current_generation",
+            "decided_at_ms",
+        ),
+        ("candidate_id",),
+        counters=_gate_counters,
+    ),
+    TableSpec(
+        "scope_generations",
+        (
+            "scope_key",
+            "kind",
+            "generation",
+            "generation_kind",
+            "candidate_id",
+            "accepted_at_ms",
+            "rank",
+        ),
+        ("scope_key", "kind"),
+        policy="max",
+    ),
 )
 
 TABLES_BY_NAME: Mapping[str, TableSpec] = {spec.name: spec for spec in TABLES}

@@ -42,6 +42,7 @@ from schemas.events import (
     DeliveryDeduplicated,
     DeliveryRejected,
     DispatchRequested,
+    DispatchWithdrawn,
     ExposureRecorded,
     HoldResolved,
     OccurrenceConflict,
@@ -73,6 +74,7 @@ Record = (
     | AdmissionRecordEvicted
     | CandidateProposed
     | DispatchRequested
+    | DispatchWithdrawn
     | CandidateAccepted
     | CandidateSuperseded
     | CandidateExpired

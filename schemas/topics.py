@@ -51,8 +51,10 @@ class Key(StrEnum):
 
 ADMISSION_GROUP = "admission"
 """The co-partitioned group of everything keyed by admission key."""
+GATE_GROUP = "gate"
+"""The co-partitioned group of everything keyed by scope key."""
 GATEWAY_GROUP = "gateway"
-"""The co-partitioned group of everything keyed by run id that the execution gateway decides."""
+"""The co-partitioned group of the gateway's topics (keyed by run id)."""
 
 
 @dataclass(frozen=True)
@@ -126,6 +128,41 @@ TASKS = TopicSpec(
     copartition_group=ADMISSION_GROUP,
 )
 """``BranchLaunched`` / ``BranchRelaunched``: the branch workers' queue."""
+CANDIDATES = TopicSpec(
+    "candidates",
+    Key.SCOPE_KEY,
+    Role.INPUT,
+    retention_ms=14 * DAY_MS,
+    copartition_group=GATE_GROUP,
+)
+"""``CandidateProposed``, ``DispatchRequested``, ``DispatchWithdrawn`` from admission: the
+gate's commands, one decision scope per key."""
+GATE_CHANGELOG = TopicSpec(
+    "gate-changelog",
+    Key.SCOPE_KEY,
+    Role.CHANGELOG,
+    compacted=True,
+    copartition_group=GATE_GROUP,
+    changelog_of="gate",
+)
+"""The gate app's state per decision scope."""
+GATE_DECISIONS = TopicSpec(
+    "gate-decisions",
+    Key.SCOPE_KEY,
+    Role.OUTPUT,
+    retention_ms=30 * DAY_MS,
+    copartition_group=GATE_GROUP,
+)
+"""``CandidateAccepted`` / ``CandidateSuperseded`` / ``CandidateExpired`` /
+``CandidateRejected``: the gate's decisions."""
+ACTIONS = TopicSpec(
+    "actions",
+    Key.RUN_ID,
+    Role.OUTPUT,
+    retention_ms=30 * DAY_MS,
+    copartition_group=GATEWAY_GROUP,
+)
+"""``ActionDispatched`` from the gate: the actions that may be sent (the gateway's input)."""
 DEAD_LETTERS = TopicSpec(
     "dead-letters", Key.ORIGINAL_KEY, Role.DEAD_LETTER, partitions=1, retention_ms=30 * DAY_MS
 )
@@ -164,6 +201,10 @@ TOPICS: tuple[TopicSpec, ...] = (
     ADMISSION_CHANGELOG,
     RUNS,
     TASKS,
+    CANDIDATES,
+    GATE_CHANGELOG,
+    GATE_DECISIONS,
+    ACTIONS,
     DEAD_LETTERS,
     ACTIONS,
     GATEWAY_CHANGELOG,

@@ -3,8 +3,10 @@
 #
 # Four deliveries of occurrence A (two at once, one after its run completed, one after the
 # processor was killed with SIGKILL and restarted) and one of B give 2 runs and 6 branch
-# launches, not 15. Then Sluicegate keeps running until Ctrl-C (DEMO_EXIT=1: stop after the
-# demo). Runs against the local stack that `make up` started.
+# launches, not 15. Then the gate: a fresh signal dispatched, a delayed one expiring at the
+# gate, a newer one superseding an older one, and an older one arriving last that loses at
+# once. Then Sluicegate keeps running until Ctrl-C (DEMO_EXIT=1: stop after the demo). Runs
+# against the local stack that `make up` started.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 sg=.venv/bin/sluicegate
@@ -19,9 +21,20 @@ $sg workflows apply examples/btc-breakout.toml
 # never by matching process names (which could hit any process on the machine).
 pid_file=var/run/serve.pids
 say "starting sluicegate serve (log: var/log/serve.log, pids: $pid_file)"
-$sg serve --pid-file "$pid_file" >var/log/serve.log 2>&1 &
+$sg serve --pid-file "$pid_file" --only processor --only gate --only projector --only ingest \
+  >var/log/serve.log 2>&1 &
 serve_pid=$!
-cleanup() { kill "$serve_pid" 2>/dev/null && wait "$serve_pid" 2>/dev/null || true; }
+# Two demonstration workers in their own groups: one proposes (signal) and journals, one
+# approves (analysis), so that a slow approval never holds up another run's proposal.
+$sg worker --slot signal --slot journal --group demo-proposers >var/log/worker-propose.log 2>&1 &
+proposer_pid=$!
+$sg worker --slot analysis --group demo-approvers >var/log/worker-approve.log 2>&1 &
+approver_pid=$!
+cleanup() {
+  kill -CONT "$(pid_of gate)" 2>/dev/null || true
+  kill "$proposer_pid" "$approver_pid" 2>/dev/null || true
+  kill "$serve_pid" 2>/dev/null && wait "$serve_pid" 2>/dev/null || true
+}
 trap cleanup EXIT INT TERM
 
 # A fresh candle each time the demo runs, so that it is a new occurrence within the horizon.
@@ -55,7 +68,8 @@ admission_key=$(echo "$out" | head -n 1 | sed -E 's/.*"admission_key":"([^"]*)".
 
 say "waiting for A's run to finish (the demo worker takes its three branch tasks)"
 # The signal branch is checked against the 5 s deadline when taken: a candle that closed
-# more than 5 s ago is skipped (expired_at_dequeue); analysis and journal still complete.
+# more than 5 s ago is skipped (expired_at_dequeue), as is its approval (analysis); the
+# journal, kept for the record, still completes.
 wait_for 60 bash -c "$sg occurrences show '$admission_key' --json | grep -Eq '\"status\":\"(completed|skipped|failed)\"'"
 
 say "a third delivery of A, after completion"
@@ -84,6 +98,70 @@ say "occurrence B: its own run"
 $sg occurrences show "$b_key"
 
 say "the counts (sluicegate stats; they add up over every make run)"
+$sg stats
+
+# ---- the gate: which proposed entries may leave ------------------------------------------
+# Every run proposes an entry from its signal slot (the demo handler), approved by analysis.
+# Each scenario uses its own account, so its own decision scope (account, instrument, side).
+tag=$(date +%s)
+scope_of() { printf 'paper|account=%s|instrument=BTCUSDT|side=buy' "$1"; }
+# signal ACCOUNT CANDLE_OPEN_MS INTERVAL [APPROVAL_DELAY_MS]: a delivery whose candle closes
+# at CANDLE_OPEN_MS + INTERVAL (its source time; the 5 s window counts from there).
+signal() {
+  printf '{"subscription":"btc-breakout","environment":"paper","source":"tradingview","venue":"binance","instrument":"BTCUSDT","interval":"%s","candle_open":%s,"rule":"breakout-v1","side":"buy","price":"97000.5","account":"%s","demo_approval_delay_ms":%s}\n' \
+    "$3" "$2" "$1" "${4:-0}"
+}
+now_ms() { date +%s%3N; }
+decided() {  # decided SCOPE OUTCOME [COUNT]: the scope has COUNT decisions with OUTCOME
+  [ "$($sg scopes show "$1" --json 2>/dev/null | grep -o "\"outcome\":\"$2\"" | wc -l)" -ge "${3:-1}" ]
+}
+
+say "gate 1/4: a fresh signal (its candle closed just now) is proposed, approved and dispatched"
+echo "The signal slot proposes an entry, analysis approves it, the gate checks that it is the"
+echo "current candidate of its scope and that now + 250 ms < its deadline: ActionDispatched."
+fresh=$(scope_of "demo-fresh-$tag")
+signal "demo-fresh-$tag" "$(( $(now_ms) - 60000 ))" 1m | publish
+wait_for 60 decided "$fresh" dispatched
+$sg scopes show "$fresh"
+
+say "gate 2/4: a delayed signal expires at the gate (the gate is paused with SIGSTOP for 7 s)"
+echo "Its worker takes it in time and analysis approves it, but the dispatch request waits in"
+echo "the gate's queue past the 5 s deadline: it is expired, nothing is sent, and no queue"
+echo "gives it a new window."
+late=$(scope_of "demo-late-$tag")
+gate_pid=$(pid_of gate)
+kill -STOP "$gate_pid"
+signal "demo-late-$tag" "$(( $(now_ms) - 60000 ))" 1m | publish
+sleep 7
+kill -CONT "$gate_pid"
+wait_for 60 decided "$late" expired
+$sg scopes show "$late"
+
+say "gate 3/4: a newer signal supersedes an older one of the same scope"
+echo "The older (candle 12:xx-5m, interval 5m) is approved slowly (2 s); meanwhile the newer"
+echo "(a later candle_open, interval 1m; both close now) is accepted: the older candidate is"
+echo "superseded (newer_generation) and only the newer one is dispatched."
+sup=$(scope_of "demo-newer-$tag")
+now=$(now_ms)
+signal "demo-newer-$tag" "$(( now - 300000 ))" 5m 2000 | publish
+sleep 0.7
+signal "demo-newer-$tag" "$(( now - 60000 ))" 1m | publish
+wait_for 60 decided "$sup" superseded
+wait_for 60 decided "$sup" dispatched
+$sg scopes show "$sup"
+
+say "gate 4/4: an older signal that arrives last loses at once"
+echo "The newer one (candle_open later) is decided first; the older one, sent after it, is"
+echo "superseded on arrival (older_than_current): arrival order never makes it win."
+last=$(scope_of "demo-last-$tag")
+now=$(now_ms)
+signal "demo-last-$tag" "$(( now - 60000 ))" 1m | publish
+wait_for 60 decided "$last" dispatched
+signal "demo-last-$tag" "$(( now - 300000 ))" 5m | publish
+wait_for 60 decided "$last" superseded
+$sg scopes show "$last"
+
+say "the counts again: dispatched, expired before send, superseded"
 $sg stats
 
 if [ "${DEMO_EXIT:-0}" = 1 ]; then

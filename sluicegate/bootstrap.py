@@ -19,6 +19,8 @@ from consumers.ingest.settings import IngestSettings
 from projections.projector import Projector
 from streams.adapters.workflow_table import WorkflowTable
 from streams.apps.admission import AdmissionApp
+from streams.apps.gate import GateApp
+from streams.core import gate
 from streams.core.admission import AdmissionEvent, Command, OccurrenceState
 from streams.core.journal import Command as JournalCommand
 from streams.core.journal import JournalEvent, RunJournal
@@ -29,6 +31,7 @@ from streams.settings import Settings
 
 AdmissionProcessor = Processor[OccurrenceState, Command, AdmissionEvent]
 GatewayProcessor = Processor[RunJournal, JournalCommand, JournalEvent]
+GateProcessor = Processor[gate.ScopeState, gate.Command, gate.GateEvent]
 
 
 @dataclass
@@ -86,14 +89,30 @@ def gateway_processor(
     return processor
 
 
+def gate_processor(
+    settings: Settings, *, instance_id: str, batch_size: int, commit_interval_ms: int
+) -> GateProcessor:
+    """Run the supersession gate on the exactly-once engine (its own group and ids)."""
+    ensure_topics(settings)
+    processor: GateProcessor = Processor(
+        settings,
+        GateApp(settings),
+        instance_id=instance_id,
+        batch_size=batch_size,
+        commit_interval_ms=commit_interval_ms,
+    )
+    return processor
+
+
 def branch_worker(
     settings: Settings,
     handler: Handler,
     *,
     slots: Sequence[str] | None,
-    deadline_slots: Sequence[str],
+    deadline_slots: Sequence[str] | None,
     clock_uncertainty_ms: int,
     name: str,
+    group: str = "branch-workers",
 ) -> BranchWorker:
     """A branch worker of the SDK serving ``slots`` (all when ``None``) with ``handler``."""
     ensure_topics(settings)
@@ -104,6 +123,7 @@ def branch_worker(
         deadline_slots=deadline_slots,
         clock_uncertainty_ms=clock_uncertainty_ms,
         name=name,
+        group=group,
     )
 
 

@@ -17,6 +17,7 @@ from consumers.errors import ConsumersError
 from projections.errors import ProjectionError
 from schemas.errors import SchemaError
 from sluicegate.commands import (
+    gate,
     gateway,
     holds,
     ingest,
@@ -26,6 +27,7 @@ from sluicegate.commands import (
     publish,
     replay,
     runs,
+    scopes,
     stack,
     stats,
     venue,
@@ -41,10 +43,12 @@ COMMANDS = (
     workflows,
     publish,
     processor,
+    gate,
     ingest,
     worker,
     runs,
     occurrences,
+    scopes,
     stats,
     replay,
     projections,

@@ -32,8 +32,9 @@ from consumers.ingest.settings import DEFAULT_READ_HTTP
 from sluicegate.errors import SluicegateError
 from streams.settings import Settings
 
-# In start order: the processor before the front door, so the first delivery finds it.
-COMPONENTS = ("processor", "gateway", "projector", "worker", "ingest")
+# In start order: the processor and the gate before the front door, so the first delivery
+# finds them.
+COMPONENTS = ("processor", "gate", "gateway", "projector", "worker", "ingest")
 VENUE = "venue"
 """Started first, and only when the gateway's venue is the paper venue on this machine."""
 

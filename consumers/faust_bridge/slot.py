@@ -67,7 +67,9 @@ def serve_slot(
 ) -> SlotAgent:
     """Register an agent on ``app`` serving ``slots`` (all if ``None``) with ``handler``.
 
-    ``deadline_slots`` (default: all) are the slots whose deadline is checked when taken.
+    ``deadline_slots`` are the slots whose deadline is checked when taken (default: every
+    slot but one kept for the record, as :class:`~consumers.branch_worker.BranchWorker`).
+    ``clock_uncertainty_ms`` is a floor: the run's own allowance applies when larger.
     The table ``table`` (``<app id>-<table>-changelog``) remembers answered attempts.
     """
     tasks = records(app, settings, TASKS)
@@ -96,7 +98,7 @@ def serve_slot(
                 worker=worker,
                 clock=clock,
                 clock_uncertainty_ms=clock_uncertainty_ms,
-                checks_deadline=checked is None or record.slot in checked,
+                deadline_slots=checked,
             )
             for report in await loop.run_in_executor(None, job):
                 sent = await results.send(key=report.admission_key.encode(), value=report)

@@ -56,28 +56,27 @@ def _status(source: Source, r: object, status: str, at: int) -> RowOp:
     return ("action_status", row)
 
 
-@handles(ActionDispatched)
-def _dispatched(source: Source, r: ActionDispatched) -> list[RowOp]:
-    return [
-        (
-            "dispatches",
-            fields_of(
-                r,
-                "action_id",
-                "run_id",
-                "kind",
-                "scope_key",
-                "side",
-                "quantity",
-                "notional",
-                "instrument",
-                "account",
-                "expires_at_ms",
-                "requested_at_ms",
-                "dispatched_at_ms",
-            ),
-        )
-    ]
+def dispatch_row(r: ActionDispatched) -> RowOp:
+    """The ``dispatches`` row of a dispatch (the gate's handler of ``ActionDispatched`` adds it
+    to the candidate's rows: one handler per record type)."""
+    return (
+        "dispatches",
+        fields_of(
+            r,
+            "action_id",
+            "run_id",
+            "kind",
+            "scope_key",
+            "side",
+            "quantity",
+            "notional",
+            "instrument",
+            "account",
+            "expires_at_ms",
+            "requested_at_ms",
+            "dispatched_at_ms",
+        ),
+    )
 
 
 @handles(ActionIntended)

@@ -5,8 +5,8 @@ Every function takes an open connection and the schema, returns plain JSON-ready
 parameter; identifiers go through :class:`psycopg.sql.Identifier`.
 
 Modules: :mod:`.connection` (the reader and shared helpers), :mod:`.runs`,
-:mod:`.occurrences`, :mod:`.counts`, :mod:`.journal` (the gateway's tables: gauges, holds,
-recoveries); every query but the journal's is importable from here.
+:mod:`.occurrences`, :mod:`.counts`, :mod:`.scopes`, :mod:`.journal` (the gateway's tables:
+gauges, holds, recoveries); every query but the journal's is importable from here.
 """
 
 from projections.queries.connection import (
@@ -26,6 +26,7 @@ from projections.queries.counts import (
 )
 from projections.queries.occurrences import get_occurrence
 from projections.queries.runs import get_run, get_timeline, rerun_result, run_admission_key
+from projections.queries.scopes import get_run_candidates, get_scope
 
 __all__ = [
     "BY_REASON",
@@ -38,6 +39,8 @@ __all__ = [
     "get_offsets",
     "get_parked_count",
     "get_run",
+    "get_run_candidates",
+    "get_scope",
     "get_stats",
     "get_timeline",
     "iso",

@@ -38,6 +38,7 @@ from schemas.events.gate import (
     CandidateRejected,
     CandidateSuperseded,
     DispatchRequested,
+    DispatchWithdrawn,
 )
 from schemas.events.journal import (
     ActionExpired,
@@ -74,6 +75,7 @@ __all__ = [
     "DeliveryDeduplicated",
     "DeliveryRejected",
     "DispatchRequested",
+    "DispatchWithdrawn",
     "ExposureRecorded",
     "HoldResolved",
     "OccurrenceConflict",

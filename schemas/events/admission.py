@@ -28,6 +28,11 @@ class WorkflowRevised:
     v3 adds ``identity_envelope``: ``"cloudevents"`` when the destination takes CloudEvents
     1.0 (its occurrence identity is the event's ``source`` + ``id``, its field names are
     context attributes or ``data.<member>``), else ``None``. Older records decode with ``None``.
+
+    v4 adds ``[workflow.actions]``: ``action_propose_slot`` (the slot whose result proposes an
+    action), ``action_approve_slots`` (slots that must complete before dispatch) and
+    ``action_exit_window_ms`` (non-entry actions' deadline from the source time; null: none
+    at the gate). Older records decode with no actions.
     """
 
     subscription: str
@@ -54,6 +59,10 @@ class WorkflowRevised:
     retention_history: tuple[str, ...] = ()
     # v3
     identity_envelope: str | None = None
+    # v4
+    action_propose_slot: str | None = None
+    action_approve_slots: tuple[str, ...] = ()
+    action_exit_window_ms: int | None = None
 
 
 @dataclass(frozen=True)
@@ -65,6 +74,12 @@ class RunAdmitted:
     validity policy; nothing downstream may extend it. ``branch_attempts`` and
     ``clock_uncertainty_ms`` (v3) are frozen with the run: the most launches per slot and the
     clock uncertainty of its deadline policy. Older records decode with 3 and 250 ms.
+
+    v4 freezes the action policy: ``action_propose_slot`` (whose result may propose the run's
+    action), ``action_approve_slots`` (which must complete before it is dispatched),
+    ``action_exit_window_ms`` and ``generation_kind`` (``time`` or ``number``: how the run's
+    generation, its sequence value or else its source time, is ordered at the gate), so a
+    redeploy never changes what a run may do. Older records decode with no actions.
     """
 
     run_id: str
@@ -94,6 +109,11 @@ class RunAdmitted:
     # v3
     branch_attempts: int = 3
     clock_uncertainty_ms: int = 250
+    # v4: the action policy, frozen with the run
+    action_propose_slot: str | None = None
+    action_approve_slots: tuple[str, ...] = ()
+    action_exit_window_ms: int | None = None
+    generation_kind: str | None = None
 
 
 @dataclass(frozen=True)

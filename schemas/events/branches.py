@@ -15,7 +15,14 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class BranchLaunched:
-    """Branch work for one (run, slot) was queued; written with ``RunAdmitted`` atomically."""
+    """Branch work for one (run, slot) was queued; written with ``RunAdmitted`` atomically.
+
+    ``expires_at_ms`` is a copy of the run's deadline; v2 adds the rest of the copy (source
+    time, its definition, the window, the clock-uncertainty allowance) and ``action_role``:
+    ``propose`` or ``approve`` for the slots of the run's action, ``record`` for its other
+    slots, null for a run without actions. v1 records decode with nulls (a worker then uses
+    its own allowance).
+    """
 
     run_id: str
     admission_key: str
@@ -26,11 +33,21 @@ class BranchLaunched:
     timeout_at_ms: int
     payload_json: str
     launched_at_ms: int
+    # v2: the rest of the deadline copy, with its policy
+    source_time_ms: int | None = None
+    validity_source_time: str | None = None
+    validity_window_ms: int | None = None
+    clock_uncertainty_ms: int | None = None
+    action_role: str | None = None
 
 
 @dataclass(frozen=True)
 class BranchRelaunched:
-    """A slot that did not finish within the branch timeout was queued again, same run."""
+    """A slot that did not finish within the branch timeout was queued again, same run.
+
+    Carries the run's original deadline copy (never renewed) and, from v2, its policy, as
+    ``BranchLaunched`` does.
+    """
 
     run_id: str
     admission_key: str
@@ -42,6 +59,12 @@ class BranchRelaunched:
     payload_json: str
     reason: str
     relaunched_at_ms: int
+    # v2: the rest of the deadline copy, with its policy
+    source_time_ms: int | None = None
+    validity_source_time: str | None = None
+    validity_window_ms: int | None = None
+    clock_uncertainty_ms: int | None = None
+    action_role: str | None = None
 
 
 @dataclass(frozen=True)

@@ -80,6 +80,26 @@ class DispatchRequested:
 
 
 @dataclass(frozen=True)
+class DispatchWithdrawn:
+    """An approving slot of the run failed or was skipped: its candidate can never be sent.
+
+    ``reason`` is ``approval_failed`` or ``approval_skipped``; ``slot`` names the approving
+    slot and ``detail`` its error or skip reason. The gate ends a pending candidate with
+    ``CandidateRejected`` of the same reason at once, rather than at its deadline.
+    """
+
+    candidate_id: str
+    run_id: str
+    admission_key: str
+    scope_key: str
+    kind: str
+    slot: str
+    reason: str
+    detail: str
+    withdrawn_at_ms: int
+
+
+@dataclass(frozen=True)
 class CandidateAccepted:
     """The candidate became the current generation of its kind in its decision scope.
 
@@ -195,7 +215,9 @@ class CandidateRejected:
     """Terminal: the proposal cannot be ordered or sent as it stands; nothing is dispatched.
 
     Reasons: ``invalid_candidate_id``, ``invalid_generation``, ``generation_kind_mismatch``,
-    ``invalid_deadline``, ``invalid_parameters``; ``detail`` says what is wrong.
+    ``invalid_deadline``, ``invalid_parameters``; ``detail`` says what is wrong. A pending
+    candidate whose approval failed or was skipped (``DispatchWithdrawn``) ends here too,
+    with reason ``approval_failed`` or ``approval_skipped``.
     """
 
     candidate_id: str

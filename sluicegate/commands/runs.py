@@ -180,11 +180,34 @@ def _summary(record: dict[str, Any]) -> str:
 
 
 def cmd_runs_timeline(args: argparse.Namespace) -> int:
-    events = queries.found(load_settings(), "run", args.run_id, queries.get_timeline)
+    settings = load_settings()
+    events = queries.found(settings, "run", args.run_id, queries.get_timeline)
     if args.json:
         for event in events:
             print_json(event)
         return 0
+    candidates = _candidates(settings, args.run_id)
+    if candidates:
+        print("CANDIDATES")
+        print_table(
+            [
+                {
+                    "candidate": c["candidate_id"],
+                    "source": c["source_time"],
+                    "enqueued": c["enqueued_at"],
+                    "dequeued": c["dequeued_at"],
+                    "proposed": c["proposed_at"],
+                    "final gate": c["final_at"],
+                    "deadline": c["expires_at"],
+                    "generation": c["generation"],
+                    "current met": c["current_generation"],
+                    "outcome": c["outcome"],
+                    "reason": c["reason"],
+                }
+                for c in candidates
+            ]
+        )
+        print("\nEVENTS")
     print_table(
         [
             {
@@ -198,6 +221,11 @@ def cmd_runs_timeline(args: argparse.Namespace) -> int:
         ]
     )
     return 0
+
+
+def _candidates(settings: Settings, run_id: str) -> list[Any]:
+    with queries.reader(settings) as (conn, schema):
+        return queries.get_run_candidates(conn, schema, run_id)
 
 
 def cmd_runs_rerun(args: argparse.Namespace) -> int:

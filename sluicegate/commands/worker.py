@@ -22,10 +22,21 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         action="append",
         default=None,
         help="slot whose deadline is checked when its task is taken (repeatable; default: "
-        "signal). Others, like analysis and journal, may finish after it for the record.",
+        "the run's proposing and approving slots, and every slot of a run without actions). "
+        "The others, like journal, may finish after it for the record.",
     )
     worker.add_argument(
-        "--clock-uncertainty-ms", type=int, default=0, help="added to now at the deadline check"
+        "--clock-uncertainty-ms",
+        type=int,
+        default=0,
+        help="least allowance added to now at the deadline check (the run's, from its "
+        "task, when larger)",
+    )
+    worker.add_argument(
+        "--group",
+        default="branch-workers",
+        help="consumer group (under the topic prefix); workers serving different slots need "
+        "different groups, as each group takes every task once",
     )
     worker.set_defaults(func=cmd_worker)
 
@@ -41,9 +52,10 @@ def cmd_worker(args: argparse.Namespace) -> int:
         settings,
         demo_handler,
         slots=args.slot,
-        deadline_slots=args.deadline_slot or ["signal"],
+        deadline_slots=args.deadline_slot,
         clock_uncertainty_ms=args.clock_uncertainty_ms,
         name="demo-worker",
+        group=args.group,
     )
 
     def stop(_signum: int, _frame: object) -> None:

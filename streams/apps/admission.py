@@ -4,9 +4,10 @@ Inputs (co-partitioned, keyed by admission key): ``deliveries`` (``AdmitDelivery
 ``AuthorizeRerun``) and ``branch-results`` (the workers' ``ReportBranch*`` claims; records
 written there before 0.2.0 by the workers as ``Branch*`` events are read as the claims they
 were). Outputs: ``tasks`` gets ``BranchLaunched``/``BranchRelaunched`` (the branch workers'
-queue); ``runs`` gets every other event, including each *accepted* claim once, as its
-``Branch*`` fact, so that downstream readers count a (run, slot) result once however often a
-worker repeated it.
+queue); ``candidates`` gets the gate's inputs (``CandidateProposed``, ``DispatchRequested``,
+``DispatchWithdrawn``, keyed by scope key; :mod:`streams.core.admission.actions`); ``runs``
+gets every other event, including each *accepted* claim once, as its ``Branch*`` fact, so
+that downstream readers count a (run, slot) result once however often a worker repeated it.
 
 A delivery whose admission can never be recorded (its run or state over Kafka's message size
 limit) is answered ``DeliveryRejected(reason="cannot_be_recorded")`` and dead-lettered by the
@@ -35,9 +36,20 @@ from schemas.events import (
     BranchRelaunched,
     BranchSkipped,
     BranchStarted,
+    CandidateProposed,
+    DispatchRequested,
+    DispatchWithdrawn,
     WorkflowRevised,
 )
-from schemas.topics import ADMISSION_CHANGELOG, BRANCH_RESULTS, DELIVERIES, RUNS, TASKS, TopicSpec
+from schemas.topics import (
+    ADMISSION_CHANGELOG,
+    BRANCH_RESULTS,
+    CANDIDATES,
+    DELIVERIES,
+    RUNS,
+    TASKS,
+    TopicSpec,
+)
 from streams.adapters.workflow_table import WorkflowTable
 from streams.core import admission
 from streams.core.admission import (
@@ -56,12 +68,16 @@ from streams.settings import Settings
 _CLAIMS = (ReportBranchStarted, ReportBranchCompleted, ReportBranchFailed, ReportBranchSkipped)
 _LEGACY_CLAIMS = (BranchStarted, BranchCompleted, BranchFailed, BranchSkipped)
 _TASKS = (BranchLaunched, BranchRelaunched)
+_GATE_INPUTS = (CandidateProposed, DispatchRequested, DispatchWithdrawn)
 _DETAIL_CHARS = 500
 
 
 def topic_of(event: admission.AdmissionEvent) -> TopicSpec:
-    """Where an admission event goes: launches to ``tasks``, everything else to ``runs``."""
-    return TASKS if isinstance(event, _TASKS) else RUNS
+    """Where an admission event goes: launches to ``tasks``, the gate's inputs to
+    ``candidates``, everything else to ``runs``."""
+    if isinstance(event, _TASKS):
+        return TASKS
+    return CANDIDATES if isinstance(event, _GATE_INPUTS) else RUNS
 
 
 def branch_report(record: object) -> RecordBranchReport | None:
@@ -85,7 +101,7 @@ class AdmissionApp:
             settings.topic(BRANCH_RESULTS),
         )
         self.changelog_topic = settings.topic(ADMISSION_CHANGELOG)
-        self._topics = {spec: settings.topic(spec) for spec in (RUNS, TASKS)}
+        self._topics = {spec: settings.topic(spec) for spec in (RUNS, TASKS, CANDIDATES)}
         self._workflows = workflows
 
     def decode_input(self, data: bytes) -> object:
@@ -144,6 +160,8 @@ class AdmissionApp:
         return admission.next_due_ms(state)
 
     def route(self, event: admission.AdmissionEvent) -> Route | None:
+        if isinstance(event, _GATE_INPUTS):
+            return Route(self._topics[CANDIDATES], event.scope_key)
         return Route(self._topics[topic_of(event)], event.admission_key)
 
     def encode_state(self, state: OccurrenceState) -> bytes:

@@ -1,6 +1,6 @@
 """Bytes for the admission state store and its changelog topic.
 
-Format (version 2): an orjson array ``[2, admission_key, evict_at_ms, [run, ...]]`` where each
+Format (version 3): an orjson array ``[2, admission_key, evict_at_ms, [run, ...]]`` where each
 run is a positional array in :class:`~streams.core.admission.RunState` field order with the
 status as its string value and ``slots`` as ``[[slot, status, attempt, timeout_at_ms], ...]``.
 In every run after the first (the reruns), ``payload_json``, ``scope_key`` and ``sequence``
@@ -9,8 +9,11 @@ and ``[value]`` otherwise, so a state holds the payload once however many reruns
 Positional arrays rather than objects keep the record small and the codec fast: it runs for
 every record the processor handles.
 
-Version 1 (written before 0.2.0) is the same without that sharing and without the last two
-run fields (``branch_attempts``, ``clock_uncertainty_ms``); it decodes with 3 and 250 ms.
+Version 2 is the same without the last six run fields (the action policy and the run's
+proposal: ``action_propose_slot``, ``action_approve_slots``, ``action_exit_window_ms``,
+``generation_kind``, ``proposal_dequeued_at_ms``, ``proposed_kind``); it decodes with no
+actions. Version 1 (written before 0.2.0) is version 2 without the sharing and without the
+run fields ``branch_attempts`` and ``clock_uncertainty_ms``; it decodes with 3 and 250 ms.
 
 :func:`decode_state` raises :class:`~streams.core.errors.UnsupportedStateVersion` for any
 version other than :data:`STATE_FORMAT_VERSION` and
@@ -27,8 +30,8 @@ from streams.core.errors import StateFormatError, UnsupportedStateVersion
 from streams.core.lifecycle import BranchStatus, RunStatus
 from streams.core.limits import DEFAULT_CLOCK_UNCERTAINTY_MS
 
-STATE_FORMAT_VERSION = 2
-_VERSIONS = (1, 2)
+STATE_FORMAT_VERSION = 3
+_VERSIONS = (1, 2, 3)
 _V1_RUN_FIELDS = 24
 
 
@@ -83,6 +86,12 @@ def _encode_run(run: RunState, original: RunState | None) -> list[object]:
         run.admitted_at_ms,
         run.branch_attempts,
         run.clock_uncertainty_ms,
+        run.action_propose_slot,
+        run.action_approve_slots,
+        run.action_exit_window_ms,
+        run.generation_kind,
+        run.proposal_dequeued_at_ms,
+        run.proposed_kind,
     ]
 
 
@@ -120,6 +129,10 @@ def _decode_run(fields: object, version: int, original: RunState | None) -> RunS
     clock_uncertainty_ms: object = DEFAULT_CLOCK_UNCERTAINTY_MS
     if version == 1 and len(fields) != _V1_RUN_FIELDS:
         raise ValueError(f"a version 1 run has {_V1_RUN_FIELDS} fields, got {len(fields)}")
+    actions: list[object] = [None, [], None, None, None, None]
+    if version >= 3:
+        actions = fields[-6:]
+        fields = fields[:-6]
     if version != 1:
         *fields, branch_attempts, clock_uncertainty_ms = fields
     (
@@ -150,6 +163,9 @@ def _decode_run(fields: object, version: int, original: RunState | None) -> RunS
     ) = fields
     if not isinstance(slot_names, list) or not isinstance(slots, list):
         raise TypeError("slot lists must be arrays")
+    propose, approve, exit_window, generation_kind, dequeued, proposed = actions
+    if not isinstance(approve, list):
+        raise TypeError("approve slots must be an array")
     if version != 1 and original is not None:
         payload_json = _unshared(payload_json, original.payload_json)
         scope_key = _unshared(scope_key, original.scope_key)
@@ -181,6 +197,12 @@ def _decode_run(fields: object, version: int, original: RunState | None) -> RunS
         admitted_at_ms=_int(admitted_at_ms),
         branch_attempts=_int(branch_attempts),
         clock_uncertainty_ms=_int(clock_uncertainty_ms),
+        action_propose_slot=_opt_str(propose),
+        action_approve_slots=tuple(_str(name) for name in approve),
+        action_exit_window_ms=_opt_int(exit_window),
+        generation_kind=_opt_str(generation_kind),
+        proposal_dequeued_at_ms=_opt_int(dequeued),
+        proposed_kind=_opt_str(proposed),
     )
 
 

@@ -7,13 +7,23 @@ from collections.abc import Iterator
 
 import pytest
 
-from consumers.branch_worker import BranchWorker, Task, demo_handler
+from consumers.branch_worker import BranchWorker, Proposal, Task, demo_handler
 from schemas.codec import decode
 from schemas.commands import ReportBranchCompleted, ReportBranchStarted
-from schemas.events import BranchCompleted, BranchStarted, RunStatusChanged
-from schemas.topics import BRANCH_RESULTS
+from schemas.events import (
+    ActionDispatched,
+    BranchCompleted,
+    BranchLaunched,
+    BranchSkipped,
+    BranchStarted,
+    RunAdmitted,
+    RunStatusChanged,
+)
+from schemas.topics import ACTIONS, BRANCH_RESULTS
+from streams.apps.gate import GateApp
+from streams.engine.processor import Processor
 from tests.support.admission import AdmissionHarness, candle
-from tests.support.kafka import read_topic
+from tests.support.kafka import read_topic, wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -29,7 +39,7 @@ def harness() -> Iterator[AdmissionHarness]:
 def test_a_worker_claims_and_admission_accepts_each_result_once(harness: AdmissionHarness) -> None:
     seen: list[Task] = []
 
-    def handler(task: Task) -> dict[str, object]:
+    def handler(task: Task) -> dict[str, object] | Proposal:
         seen.append(task)
         return demo_handler(task)
 
@@ -59,3 +69,126 @@ def test_a_worker_claims_and_admission_accepts_each_result_once(harness: Admissi
     ]
     assert {type(c) for c in claims} == {ReportBranchStarted, ReportBranchCompleted}
     assert len(claims) == 2 * len(slots)
+
+
+def run_worker(worker: BranchWorker) -> threading.Thread:
+    thread = threading.Thread(target=worker.run, daemon=True)
+    thread.start()
+    return thread
+
+
+@pytest.mark.parametrize(("before_ms", "taken"), [(0, False), (1, True)])
+def test_a_task_claimed_exactly_at_expiry_is_rejected(
+    harness: AdmissionHarness, before_ms: int, taken: bool
+) -> None:
+    harness.start_processor()
+    harness.deliver(candle())
+    out = harness.wait_for(lambda o: len(o.of(BranchLaunched)) == 3 and o.of(RunAdmitted))
+    [run] = out.of(RunAdmitted)
+    # Eligible iff now + clock_uncertainty < expires_at: the run's 250 ms allowance reaches
+    # the deadline exactly at expires_at - 250 (the worker's own allowance is 0).
+    at = run.expires_at_ms - run.clock_uncertainty_ms - before_ms
+    handled: list[str] = []
+
+    def handler(task: Task) -> dict[str, object]:
+        handled.append(task.slot)
+        return {"remaining": task.remaining(at)}
+
+    worker = BranchWorker(
+        harness.settings, handler, slots=["signal"], clock=lambda: at, name="edge"
+    )
+    thread = run_worker(worker)
+    try:
+        kinds = BranchCompleted if taken else BranchSkipped
+        out = harness.wait_for(lambda o: len(o.of(kinds)) == 1)
+    finally:
+        worker.stop()
+        thread.join(30)
+    if taken:
+        assert handled == ["signal"]
+        assert out.of(BranchCompleted)[0].result_json == '{"remaining":1}'
+    else:
+        assert handled == []  # no ordinary analysis continuation
+        [skipped] = out.of(BranchSkipped)
+        assert (skipped.slot, skipped.reason) == ("signal", "expired_at_dequeue")
+
+
+def test_a_worker_restart_keeps_the_original_deadline(harness: AdmissionHarness) -> None:
+    harness.start_processor()
+    harness.deliver(candle(candle_open="2026-11-30T12:01:00Z"))  # 5 s left at the clock
+    out = harness.wait_for(lambda o: len(o.of(BranchLaunched)) == 3 and o.of(RunAdmitted))
+    [run] = out.of(RunAdmitted)
+    seen: list[Task] = []
+
+    class Crash(BaseException):
+        """Ends the worker's loop before it commits the task's offset, as a kill would."""
+
+    def dying(task: Task) -> dict[str, object]:
+        seen.append(task)
+        raise Crash
+
+    first = BranchWorker(
+        harness.settings, dying, slots=["signal"], clock=harness.clock, name="first"
+    )
+    with pytest.raises(Crash):
+        first.run()
+    assert [t.expires_at_ms for t in seen] == [run.expires_at_ms]
+    # A replacement worker takes the same task after the deadline: it gets no new window.
+    later = run.expires_at_ms + 2_000
+    second = BranchWorker(
+        harness.settings, dying, slots=["signal"], clock=lambda: later, name="second"
+    )
+    thread = run_worker(second)
+    try:
+        out = harness.wait_for(lambda o: len(o.of(BranchSkipped)) == 1)
+    finally:
+        second.stop()
+        thread.join(30)
+    [skipped] = out.of(BranchSkipped)
+    assert (skipped.worker, skipped.reason) == ("second", "expired_at_dequeue")
+    assert len(seen) == 1  # the replacement never ran the handler
+    launched = [t for t in out.of(BranchLaunched) if t.slot == "signal"]
+    assert [t.expires_at_ms for t in launched] == [run.expires_at_ms]
+
+
+def test_a_fresh_signal_is_proposed_approved_and_dispatched_by_the_gate(
+    harness: AdmissionHarness,
+) -> None:
+    harness.start_processor()
+    gate: Processor[object, object, object] = Processor(
+        harness.settings,
+        GateApp(harness.settings),  # type: ignore[arg-type]
+        instance_id="g1",
+        clock=harness.clock,
+        batch_size=200,
+    )
+    gate_thread = threading.Thread(target=gate.run, daemon=True)
+    gate_thread.start()
+    worker = BranchWorker(harness.settings, demo_handler, clock=harness.clock, name="demo")
+    thread = run_worker(worker)
+    dispatched: list[ActionDispatched] = []
+
+    def read() -> bool:
+        dispatched[:] = [
+            record
+            for m in read_topic(harness.settings, harness.settings.topic(ACTIONS))
+            if isinstance(record := decode(m.value() or b""), ActionDispatched)
+        ]
+        return bool(dispatched)
+
+    try:
+        # Candle 12:01 closes at 12:02:00, the harness clock: 5 s left at every step.
+        harness.deliver(candle(candle_open="2026-11-30T12:01:00Z"))
+        wait_until(read, timeout_s=90, interval_s=0.3)
+    finally:
+        worker.stop()
+        thread.join(30)
+        gate.stop()
+        gate_thread.join(60)
+    [action] = dispatched
+    out = harness.outcomes()
+    [run] = out.of(RunAdmitted)
+    assert action.action_id == f"{run.run_id}.entry"
+    assert action.expires_at_ms == run.expires_at_ms
+    assert action.approvals == ("analysis",)
+    assert (action.instrument, action.account, action.side) == ("BTCUSDT", "acc-1", "buy")

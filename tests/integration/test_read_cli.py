@@ -255,7 +255,11 @@ def test_replay_filters(env: World, capsys: pytest.CaptureFixture[str]) -> None:
     code, lines = _replay(capsys, "--subscription", "eth-revert")
     assert code == 0 and lines
     assert all(
-        (line["record"].get("subscription") or line["key"]).startswith("eth-revert")
+        (
+            line["record"].get("subscription")
+            or line["record"].get("admission_key")  # the gate's records are keyed by scope
+            or line["key"]
+        ).startswith("eth-revert")
         for line in lines
     )
 

@@ -54,6 +54,10 @@ source_time = "candle_close"
 window = "5s"
 clock_uncertainty = "250ms"
 
+[workflow.actions]
+propose = "signal"
+approve = ["analysis"]
+
 [workflow.scope]
 fields = ["account", "instrument", "side"]
 sequence = "candle_open"

@@ -20,6 +20,7 @@ from schemas.events import (
     CandidateRejected,
     CandidateSuperseded,
     DispatchRequested,
+    DispatchWithdrawn,
 )
 from streams.core.durations import parse_time
 from streams.core.gate import (
@@ -29,6 +30,7 @@ from streams.core.gate import (
     ProposeCandidate,
     RequestDispatch,
     ScopeState,
+    WithdrawDispatch,
     decide,
     decode_state,
     encode_state,
@@ -123,6 +125,8 @@ def command_scope(command: Command) -> str | None:
         return command.proposal.scope_key
     if isinstance(command, RequestDispatch):
         return command.request.scope_key
+    if isinstance(command, WithdrawDispatch):
+        return command.withdrawal.scope_key
     return None
 
 
@@ -158,6 +162,9 @@ class Gate:
 
     def request(self, r: DispatchRequested, now: int) -> list[GateEvent]:
         return self.handle(RequestDispatch(r), now)
+
+    def withdraw(self, w: DispatchWithdrawn, now: int) -> list[GateEvent]:
+        return self.handle(WithdrawDispatch(w), now)
 
     def timers(self, now: int, key: str = SCOPE) -> list[GateEvent]:
         return self.handle(CheckTimers(), now, key)

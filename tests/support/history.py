@@ -10,6 +10,10 @@ deliveries with their one outcome each (admitted, deduplicated, conflicts, rejec
 the horizon or for an unknown destination), runs with their launches, workers' claims (some
 sent twice, some after their attempt timed out) and the accepted facts, relaunches and slots
 the processor failed, status changes, reruns (one of them requested twice) and evictions.
+Each run's proposing slot proposes an entry when it completes; admission's hand-offs go to
+``candidates`` and are decided by the real gate core (``streams.core.gate``, state per scope
+key, due timers first), whose outcomes go to ``gate-decisions`` and ``actions``: some
+candidates are dispatched, most expire, others are superseded or withdrawn.
 
 Each occurrence keeps its own clock (the core is per key, and the engine fires a key's timers
 at its own due times); the occurrences are interleaved at random, in causal order within
@@ -37,10 +41,25 @@ from schemas.commands import (
     ReportBranchSkipped,
     ReportBranchStarted,
 )
-from schemas.events import WorkflowRevised
+from schemas.events import (
+    ActionDispatched,
+    CandidateProposed,
+    DispatchRequested,
+    DispatchWithdrawn,
+    WorkflowRevised,
+)
 from schemas.records import Record
-from schemas.topics import BRANCH_RESULTS, DELIVERIES, WORKFLOWS, TopicSpec
+from schemas.topics import (
+    ACTIONS,
+    BRANCH_RESULTS,
+    CANDIDATES,
+    DELIVERIES,
+    GATE_DECISIONS,
+    WORKFLOWS,
+    TopicSpec,
+)
 from streams.apps.admission import topic_of
+from streams.core import gate
 from streams.core.admission import (
     AdmissionEvent,
     Admit,
@@ -58,6 +77,7 @@ from streams.kafka.clients import admin_client, transactional_producer
 from streams.settings import Settings
 from tests.support.admission import delivery_for
 from tests.support.core import Processor, contract_document
+from tests.support.gate import Gate
 
 BASE_MS = 1_780_000_000_000
 SUBSCRIPTIONS = (("btc-breakout", "paper"), ("eth-revert", "live"))
@@ -90,6 +110,13 @@ def workflow(
     return revised
 
 
+_PROPOSAL = (
+    '{"ok":true,"proposal":{"kind":"entry","side":"buy","quantity":"0.010",'
+    '"limit_price":"97000.5","params":{"rule":"breakout"}}}'
+)
+"""What the proposing slot (``signal``) of the README's workflow answers in a history."""
+
+
 class _Clock:
     """One occurrence's clock (epoch ms)."""
 
@@ -106,6 +133,7 @@ class _World:
 
     def __init__(self) -> None:
         self.core = Processor()
+        self.gate = Gate()
         self.workflows: dict[tuple[str, str], WorkflowRevised] = {}
 
     def decide(self, key: str, command: Command, now: int) -> list[Emitted]:
@@ -117,7 +145,37 @@ class _World:
         if not isinstance(command, CheckTimers) and due is not None and due <= now:
             events += self.core.handle(CheckTimers(), now, key)
         events += self.core.handle(command, now, key)
-        return [Emitted(topic_of(e).name, e.admission_key, e) for e in events]
+        out: list[Emitted] = []
+        for e in events:
+            if isinstance(e, CandidateProposed | DispatchRequested | DispatchWithdrawn):
+                out.append(Emitted(CANDIDATES.name, e.scope_key, e))
+                out.extend(self._gate(e, now))
+            else:
+                out.append(Emitted(topic_of(e).name, e.admission_key, e))
+        return out
+
+    def _gate(
+        self, event: CandidateProposed | DispatchRequested | DispatchWithdrawn, now: int
+    ) -> list[Emitted]:
+        """The gate's decision on one hand-off, after the scope's due timers."""
+        scope = event.scope_key
+        decided: list[gate.GateEvent] = []
+        due = gate.next_due_ms(self.gate.state(scope))
+        if due is not None and due <= now:
+            decided += self.gate.handle(gate.CheckTimers(), now, scope)
+        if isinstance(event, CandidateProposed):
+            decided += self.gate.propose(event, now)
+        elif isinstance(event, DispatchRequested):
+            decided += self.gate.request(event, now)
+        else:
+            decided += self.gate.withdraw(event, now)
+        return [
+            Emitted(ACTIONS.name, e.run_id, e)
+            if isinstance(e, ActionDispatched)
+            else Emitted(GATE_DECISIONS.name, e.scope_key, e)
+            for e in decided
+            if not isinstance(e, DispatchRequested)  # held: state only
+        ]
 
 
 def _on(spec: TopicSpec, key: str, record: Record) -> Emitted:
@@ -140,6 +198,9 @@ def build_history(rng: random.Random, occurrences: int, tag: str = "h") -> list[
     # Each occurrence is a generator of its own events; interleaving them keeps causal order
     # within an occurrence while mixing occurrences (and so partitions and topics).
     streams = [_Occurrence(world, rng, tag, i).steps() for i in range(occurrences)]
+    # One more, in a scope of its own, whose workers finish at once: its entry is dispatched,
+    # so every topic of the catalogue holds records.
+    streams.append(_Occurrence(world, rng, tag, occurrences, sure=True).steps())
     while streams:
         stream = rng.choice(streams)
         step = next(stream, None)
@@ -153,18 +214,25 @@ def build_history(rng: random.Random, occurrences: int, tag: str = "h") -> list[
 class _Occurrence:
     """One occurrence's senders, workers and operator, against the real core."""
 
-    def __init__(self, world: _World, rng: random.Random, tag: str, i: int) -> None:
-        self.world, self.rng, self.tag, self.i = world, rng, tag, i
+    def __init__(
+        self, world: _World, rng: random.Random, tag: str, i: int, *, sure: bool = False
+    ) -> None:
+        self.world, self.rng, self.tag, self.i, self.sure = world, rng, tag, i, sure
         self.sub, self.env = rng.choice(SUBSCRIPTIONS)
         self.clock = _Clock(BASE_MS + i * 600_000)
         self.kind = rng.choices(
             ("normal", "beyond_horizon", "unknown_subscription", "evicted"), (16, 1, 1, 2)
         )[0]
+        if sure:
+            self.kind = "normal"
         if self.kind == "evicted":
             # Old enough that its record may leave the state about an hour after admission.
             opened = self.clock.now - 7 * DAY_MS + 10 * 60_000
         elif self.kind == "beyond_horizon":
             opened = self.clock.now - 8 * DAY_MS
+        elif sure or rng.random() < 0.5:
+            # A candle that closes about now: its entry may still be in time at the gate.
+            opened = self.clock.now - 60_000 - rng.randint(0, 1_500)
         else:
             opened = self.clock.now - 2 * 60_000
         self.payload: dict[str, object] = {
@@ -172,11 +240,13 @@ class _Occurrence:
             "venue": "binance",
             "instrument": "BTCUSDT",
             "interval": "1m",
-            "candle_open": format_time(opened - opened % 60_000),
+            "candle_open": format_time(
+                opened - opened % 60_000 if opened % 2 and not sure else opened
+            ),
             "rule": f"breakout-{tag}-{i}",
             "side": "buy",
             "price": "97000.5",
-            "account": "acc-1",
+            "account": f"acc-{tag}-sure" if sure else "acc-1",
         }
         if i % 2 == 0:
             self.payload["event_id"] = f"{tag}-ev-{i}"
@@ -184,6 +254,15 @@ class _Occurrence:
         self.rejected = self.kind in ("beyond_horizon", "unknown_subscription")
 
     def steps(self) -> Iterator[list[Emitted]]:
+        if self.sure:
+            yield self._deliver(f"{self.tag}-d-{self.i}-0")
+            state = self.world.core.state(self.key)
+            assert state is not None
+            for slot in state.original.slots:
+                run_id, attempt = state.original.run_id, slot.attempt
+                yield self._claim(ReportBranchStarted, run_id, slot.slot, attempt, "w-1")
+                yield self._claim(ReportBranchCompleted, run_id, slot.slot, attempt, "w-1")
+            return
         for d in range(self.rng.randint(1, 4)):
             yield self._deliver(f"{self.tag}-d-{self.i}-{d}")
             if not self.rejected:
@@ -296,7 +375,8 @@ class _Occurrence:
         if kind is ReportBranchStarted:
             return ReportBranchStarted(*who, at)
         if kind is ReportBranchCompleted:
-            return ReportBranchCompleted(*who, '{"ok":true}', at)
+            result = _PROPOSAL if slot == "signal" else '{"ok":true}'
+            return ReportBranchCompleted(*who, result, at)
         if kind is ReportBranchFailed:
             return ReportBranchFailed(*who, "boom", at)
         reason = self.rng.choice(("expired_at_dequeue", "not_applicable"))

@@ -192,6 +192,11 @@ def test_recovery_relaunches_only_the_missing_slot_under_the_same_run() -> None:
             payload_json=recovered[0].payload_json,  # type: ignore[union-attr]
             reason="timed out after 30s",
             relaunched_at_ms=NOW + TIMEOUT,
+            source_time_ms=T0 + MINUTE,
+            validity_source_time="candle_close",
+            validity_window_ms=5_000,
+            clock_uncertainty_ms=250,
+            action_role="record",
         )
     ]
     assert not of_type(proc.events, RunAdmitted)[1:]  # no new run

@@ -236,6 +236,7 @@ def test_the_largest_admission_state_fits_a_kafka_message() -> None:
         scope={"fields": fields, "sequence": fields[0]},
         content={"immutable": fields},
         validity={"source_time": "signal_time", "window": "5s"},
+        actions={"propose": slots[0], "approve": slots[1:], "exit_window": "5s"},
     )
     # "|" is percent-encoded in keys: the longest admission and scope keys it can make.
     payload: dict[str, object] = {name: "|" * MAX_FIELD_CHARS for name in fields}

@@ -64,6 +64,12 @@ run_states = st.builds(
     rerun_of=opt_text,
     rerun_reason=opt_text,
     admitted_at_ms=ints,
+    action_propose_slot=opt_text,
+    action_approve_slots=st.lists(text, max_size=3).map(tuple),
+    action_exit_window_ms=opt_int,
+    generation_kind=opt_text,
+    proposal_dequeued_at_ms=opt_int,
+    proposed_kind=opt_text,
 )
 states = st.builds(
     OccurrenceState,
@@ -93,7 +99,7 @@ def test_round_trip_of_a_real_state() -> None:
     assert orjson.loads(data)[0] == STATE_FORMAT_VERSION
 
 
-@pytest.mark.parametrize("version", [0, 3, "1", "2", None, True])
+@pytest.mark.parametrize("version", [0, 4, "1", "2", None, True])
 def test_unknown_versions_are_refused(version: object) -> None:
     with pytest.raises(UnsupportedStateVersion) as info:
         decode_state(orjson.dumps([version, "k", None, []]))
@@ -157,13 +163,35 @@ def test_reruns_share_the_payload_in_the_stored_state() -> None:
     assert decode_state(data) == state
 
 
+def no_actions(run: RunState) -> RunState:
+    """``run`` as a record written before the action policy existed decodes."""
+    return dataclasses.replace(
+        run,
+        action_propose_slot=None,
+        action_approve_slots=(),
+        action_exit_window_ms=None,
+        generation_kind=None,
+        proposal_dequeued_at_ms=None,
+        proposed_kind=None,
+    )
+
+
+def test_version_2_records_decode_with_no_actions() -> None:
+    state = rerun_state()
+    assert state.original.action_propose_slot == "signal"
+    record = orjson.loads(encode_state(state))
+    v2_runs = [run[:-6] for run in record[3]]
+    decoded = decode_state(orjson.dumps([2, record[1], record[2], v2_runs]))
+    assert decoded == dataclasses.replace(state, runs=tuple(no_actions(run) for run in state.runs))
+
+
 def test_version_1_records_still_decode() -> None:
     state = rerun_state()
     record = orjson.loads(encode_state(state))
     # Version 1: no sharing and no branch_attempts / clock_uncertainty_ms.
     v1_runs = []
     for i, run in enumerate(record[3]):
-        fields = run[:-2]
+        fields = run[:-8]
         if i:
             original = state.runs[0]
             fields[14], fields[15], fields[16] = (
@@ -176,7 +204,7 @@ def test_version_1_records_still_decode() -> None:
     assert decoded == dataclasses.replace(
         state,
         runs=tuple(
-            dataclasses.replace(run, branch_attempts=3, clock_uncertainty_ms=250)
+            dataclasses.replace(no_actions(run), branch_attempts=3, clock_uncertainty_ms=250)
             for run in state.runs
         ),
     )

@@ -60,6 +60,8 @@ def test_contract_example_parses_to_the_documented_definition() -> None:
         scope_sequence_field="candle_open",
         auth_token_env="BTC_BREAKOUT_TOKEN",
         auth_hmac_secret_env=None,
+        action_propose_slot="signal",
+        action_approve_slots=("analysis",),
     )
 
 
@@ -367,9 +369,73 @@ def test_bounded_settings(where: str | None, key: str, value: object, path: str)
 def test_an_unchanged_file_keeps_its_digest_across_the_upgrade() -> None:
     # The contract example's digest as 0.1.0 computed it: re-applying the file after an
     # upgrade is "unchanged" while the settings added since keep their defaults.
-    [defn] = parse_workflow_file(contract_document())
+    # (0.1.0's example had no [workflow.actions]).
+    document = contract_document()
+    del document["workflow"][0]["actions"]
+    [defn] = parse_workflow_file(document)
     assert definition_digest(defn) == (
         "909943b17717d60407e42f9a68271eaaab11d54a6876909c853a18d54c430396"
     )
     changed = dataclasses.replace(defn, clock_uncertainty_ms=1_000)
     assert definition_digest(changed) != definition_digest(defn)
+
+
+def test_actions_declare_the_proposing_and_approving_slots_and_the_exit_window() -> None:
+    document = contract_document()
+    document["workflow"][0]["actions"]["exit_window"] = "60s"
+    [defn] = parse_workflow_file(document)
+    assert defn.action_propose_slot == "signal"
+    assert defn.action_approve_slots == ("analysis",)
+    assert defn.action_exit_window_ms == 60_000
+    revised = revise(None, defn, now=1)
+    assert revised is not None
+    assert revised.action_propose_slot == "signal"
+    assert revised.action_approve_slots == ("analysis",)
+    assert revised.action_exit_window_ms == 60_000
+
+
+def test_a_workflow_without_actions_proposes_nothing() -> None:
+    document = contract_document()
+    del document["workflow"][0]["actions"]
+    [defn] = parse_workflow_file(document)
+    assert defn.action_propose_slot is None
+    assert defn.action_approve_slots == ()
+    assert defn.action_exit_window_ms is None
+
+
+@pytest.mark.parametrize(
+    ("actions", "expected"),
+    [
+        ({"approve": ["analysis"]}, ["workflow[0].actions.propose: is required"]),
+        ({"propose": "nope"}, ['workflow[0].actions.propose: "nope" is not one of the slots']),
+        (
+            {"propose": "signal", "approve": ["signal"]},
+            ['workflow[0].actions.approve[0]: "signal" is the proposing slot'],
+        ),
+        (
+            {"propose": "signal", "approve": ["later"]},
+            ['workflow[0].actions.approve[0]: "later" is not one of the slots'],
+        ),
+        (
+            {"propose": "signal", "exit_window": "0s"},
+            ['workflow[0].actions.exit_window: "0s" must be longer than 0'],
+        ),
+        (
+            {"propose": "signal", "when": "now"},
+            ["workflow[0].actions.when: unknown key"],
+        ),
+    ],
+)
+def test_bad_actions_are_listed_with_their_paths(
+    actions: dict[str, Any], expected: list[str]
+) -> None:
+    problems = problems_of(edited(actions=actions))
+    assert len(problems) == len(expected)
+    for problem, start in zip(problems, expected, strict=True):
+        assert problem.startswith(start), problem
+
+
+def test_actions_need_a_decision_scope() -> None:
+    problems = problems_of(edited(scope=None))
+    assert len(problems) == 1
+    assert problems[0].startswith("workflow[0].actions: needs a decision scope")

@@ -22,6 +22,7 @@ ALLOWED = {
     (S.PENDING, S.DISPATCHED),
     (S.PENDING, S.SUPERSEDED),
     (S.PENDING, S.EXPIRED),
+    (S.PENDING, S.REJECTED),  # its run withdrew it (an approval failed or was skipped)
 }
 
 

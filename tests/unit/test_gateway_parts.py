@@ -261,6 +261,6 @@ def test_restored_runs_get_a_recovery_only_when_they_need_one() -> None:
 
 
 def test_serve_runs_the_gateway_and_a_local_paper_venue_first() -> None:
-    assert components_for(GatewaySettings())[:3] == ["venue", "processor", "gateway"]
+    assert components_for(GatewaySettings())[:4] == ["venue", "processor", "gate", "gateway"]
     remote = GatewaySettings(venue="binance", venue_url="https://testnet.binance.vision")
     assert "venue" not in components_for(remote) and "gateway" in components_for(remote)

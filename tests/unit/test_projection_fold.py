@@ -28,6 +28,7 @@ from schemas.commands import (
     ReportBranchStarted,
 )
 from schemas.events import (
+    ActionDispatched,
     AdmissionRecordEvicted,
     BranchCompleted,
     BranchFailed,
@@ -35,8 +36,15 @@ from schemas.events import (
     BranchRelaunched,
     BranchSkipped,
     BranchStarted,
+    CandidateAccepted,
+    CandidateExpired,
+    CandidateProposed,
+    CandidateRejected,
+    CandidateSuperseded,
     DeliveryDeduplicated,
     DeliveryRejected,
+    DispatchRequested,
+    DispatchWithdrawn,
     OccurrenceConflict,
     RerunRejected,
     RunAdmitted,
@@ -114,6 +122,9 @@ def fold(placed: list[Positioned]) -> tuple[dict[str, dict[Any, dict[str, Any]]]
             "rerun_requests",
             "rerun_rejections",
             "evictions",
+            "candidates",
+            "candidate_outcomes",
+            "scope_generations",
         )
     }
     counters: Counter[Any] = Counter()
@@ -142,6 +153,53 @@ def fold(placed: list[Positioned]) -> tuple[dict[str, dict[Any, dict[str, Any]]]
             detail=detail,
             at_ms=at_ms,
         )
+
+    def candidate(
+        r: Any, outcome: str, final_at: int | None, current: str | None, **more: Any
+    ) -> dict[str, Any]:
+        return _row(
+            candidate_id=more.get("candidate_id", getattr(r, "candidate_id", None)),
+            run_id=r.run_id,
+            admission_key=r.admission_key,
+            scope_key=r.scope_key,
+            kind=r.kind,
+            generation=r.generation,
+            generation_kind=r.generation_kind,
+            expires_at_ms=r.expires_at_ms,
+            source_time_ms=r.source_time_ms,
+            enqueued_at_ms=r.enqueued_at_ms,
+            dequeued_at_ms=r.dequeued_at_ms,
+            proposed_at_ms=r.proposed_at_ms,
+            final_at_ms=final_at,
+            current_generation=current,
+            outcome=outcome,
+            reason=more.get("reason"),
+        )
+
+    def ended(
+        r: Any, cid: str, outcome: str, *, reason: str | None, at: int, current: str | None
+    ) -> None:
+        t["candidates"][(cid,)] = candidate(
+            r, outcome, at, current, candidate_id=cid, reason=reason
+        )
+        t["candidate_outcomes"][(cid,)] = _row(
+            candidate_id=cid,
+            run_id=r.run_id,
+            scope_key=r.scope_key,
+            kind=r.kind,
+            outcome=outcome,
+            reason=reason,
+            generation=r.generation,
+            current_generation=current,
+            decided_at_ms=at,
+        )
+        counter = {
+            "dispatched": ("actions_dispatched", ""),
+            "superseded": ("superseded", reason),
+            "expired": ("expired_before_send", reason),
+            "rejected": ("candidates_rejected", reason),
+        }[outcome]
+        counters[counter] += 1
 
     for source, event in placed:
         r = event.record
@@ -262,6 +320,47 @@ def fold(placed: list[Positioned]) -> tuple[dict[str, dict[Any, dict[str, Any]]]
             t["rerun_rejections"][(r.request_id,)] = _row(**vars(r))
         elif isinstance(r, AdmissionRecordEvicted):
             t["evictions"][(r.admission_key,)] = _row(**vars(r))
+        elif isinstance(r, DispatchRequested | DispatchWithdrawn):
+            continue  # the gate's decision on it is what the tables show
+        elif isinstance(r, CandidateProposed | CandidateAccepted):
+            accepted = isinstance(r, CandidateAccepted)
+            if not accepted and (r.candidate_id,) in t["candidates"]:
+                continue
+            t["candidates"][(r.candidate_id,)] = candidate(
+                r, "accepted" if accepted else "proposed", None, r.generation if accepted else None
+            )
+            if isinstance(r, CandidateAccepted):
+                t["scope_generations"][(r.scope_key, r.kind)] = _row(
+                    scope_key=r.scope_key,
+                    kind=r.kind,
+                    generation=r.generation,
+                    generation_kind=r.generation_kind,
+                    candidate_id=r.candidate_id,
+                    accepted_at_ms=r.accepted_at_ms,
+                )
+        elif isinstance(r, CandidateSuperseded | CandidateExpired | CandidateRejected):
+            name = {
+                CandidateSuperseded: "superseded",
+                CandidateExpired: "expired",
+                CandidateRejected: "rejected",
+            }[type(r)]
+            ended(
+                r,
+                r.candidate_id,
+                name,
+                reason=r.reason,
+                at=r.decided_at_ms,
+                current=r.current_generation,
+            )
+        elif isinstance(r, ActionDispatched):
+            ended(
+                r,
+                r.action_id,
+                "dispatched",
+                reason=None,
+                at=r.dispatched_at_ms,
+                current=r.generation,
+            )
         else:  # pragma: no cover - a new record type needs a line here
             raise AssertionError(f"fold does not know {type(r).__name__}")
     return t, counters

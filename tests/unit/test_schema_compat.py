@@ -282,6 +282,10 @@ class RunAdmittedNext:
     retention_ms: int | None = None
     branch_attempts: int = 3
     clock_uncertainty_ms: int = 250
+    action_propose_slot: str | None = None
+    action_approve_slots: tuple[str, ...] = ()
+    action_exit_window_ms: int | None = None
+    generation_kind: str | None = None
     channel: str = "unknown"
 
 
@@ -310,21 +314,22 @@ def test_release_tool_releases_a_changed_schema_and_old_fixtures_still_decode(
 
     registry = Registry.load(avro, released, classes)
     pending = release_schemas.pending(registry, released, fixtures)
-    assert [(p.name, p.version) for p in pending] == [("RunAdmitted", 4)]
+    assert [(p.name, p.version) for p in pending] == [("RunAdmitted", 5)]
     release_schemas.release(pending)
-    assert (released / "RunAdmitted" / "v4.avsc").read_bytes() == (
+    assert (released / "RunAdmitted" / "v5.avsc").read_bytes() == (
         avro / "RunAdmitted.avsc"
     ).read_bytes()
 
     registry = Registry.load(avro, released, classes)
     assert release_schemas.pending(registry, released, fixtures) == []
-    assert registry.by_class[RunAdmittedNext].version == 4
+    assert registry.by_class[RunAdmittedNext].version == 5
     monkeypatch.setattr(registry_module, "_REGISTRY", registry)
     old = decode((fixtures / "RunAdmitted" / "v1.bin").read_bytes())
-    new = decode((fixtures / "RunAdmitted" / "v4.bin").read_bytes())
+    new = decode((fixtures / "RunAdmitted" / "v5.bin").read_bytes())
     assert isinstance(old, RunAdmittedNext) and old.channel == "unknown"
     assert old.retention_ms is None
     assert (old.branch_attempts, old.clock_uncertainty_ms) == (3, 250)
+    assert (old.action_propose_slot, old.action_approve_slots) == (None, ())
     assert isinstance(new, RunAdmittedNext) and new.channel == "channel:example"
     assert old.run_id == new.run_id == "run_id:example"
 

@@ -11,6 +11,7 @@ from schemas.events import (
     BranchRelaunched,
     RunStatusChanged,
 )
+from streams.core.admission.actions import action_events
 from streams.core.admission.builders import launch
 from streams.core.admission.commands import AdmissionEvent, WorkerReport, accepted
 from streams.core.admission.evolve import fold
@@ -103,6 +104,11 @@ def _expire_slot(
             payload_json=run.payload_json,
             reason=f"timed out after {format_duration(timeout)}",
             relaunched_at_ms=now,
+            source_time_ms=run.source_time_ms,
+            validity_source_time=run.validity_source_time,
+            validity_window_ms=run.validity_window_ms,
+            clock_uncertainty_ms=run.clock_uncertainty_ms,
+            action_role=run.action_role(slot.slot),
         )
     return BranchFailed(
         run_id=run.run_id,
@@ -118,7 +124,8 @@ def _expire_slot(
 def with_status_changes(
     state: OccurrenceState, slot_events: Sequence[AdmissionEvent], now: int
 ) -> list[AdmissionEvent]:
-    """``slot_events`` plus a RunStatusChanged for every run whose status they move."""
+    """``slot_events`` plus a RunStatusChanged for every run whose status they move, then
+    the gate's inputs they cause (:mod:`streams.core.admission.actions`)."""
     after = fold(state, slot_events)
     events = list(slot_events)
     for before_run, after_run in zip(state.runs, after.runs, strict=False):
@@ -133,4 +140,5 @@ def with_status_changes(
                     changed_at_ms=now,
                 )
             )
+    events.extend(action_events(state, after, slot_events, now))
     return events

@@ -15,6 +15,30 @@ from schemas.events import (
 from streams.core.admission.commands import AdmissionEvent
 from streams.core.admission.state import RunState
 from streams.core.errors import InconsistentHistory
+from streams.core.fields import is_time_field
+
+GENERATION_TIME = "time"
+GENERATION_NUMBER = "number"
+
+
+def generation_kind_of(workflow: WorkflowRevised) -> str:
+    """How a run's generation is ordered at the gate: its sequence field's values as times
+    when the field is read as an instant (:func:`streams.core.fields.is_time_field`), else as
+    numbers; without a sequence field the generation is the source time."""
+    field = workflow.scope_sequence_field
+    if field is None or is_time_field(field, workflow.validity_source_time):
+        return GENERATION_TIME
+    return GENERATION_NUMBER
+
+
+def action_role(propose: str | None, approve: tuple[str, ...], slot: str) -> str | None:
+    """A slot's part in its run's action: ``propose``, ``approve``, ``record`` (a run with
+    actions, but its result is for the record only), ``None`` for a run without actions."""
+    if propose is None:
+        return None
+    if slot == propose:
+        return "propose"
+    return "approve" if slot in approve else "record"
 
 
 def reject(delivery: AdmitDelivery, reason: str, detail: str, now: int) -> list[AdmissionEvent]:
@@ -79,17 +103,23 @@ def run_admitted(
     now: int,
     frozen: RunState | None = None,
 ) -> RunAdmitted:
-    """Build RunAdmitted; revision, retention and attempts come from ``workflow``, else
-    ``frozen``."""
+    """Build RunAdmitted; revision, retention, attempts and the action policy come from
+    ``workflow``, else ``frozen``."""
     retention: int | None
     if workflow is not None:
         revision, retention = workflow.revision, workflow.retention_ms
         subscription, environment = workflow.subscription, workflow.environment
         attempts = workflow.branch_attempts
+        propose, approve = workflow.action_propose_slot, workflow.action_approve_slots
+        exit_window, generation_kind = workflow.action_exit_window_ms, None
+        if propose is not None:
+            generation_kind = generation_kind_of(workflow)
     elif frozen is not None:
         revision, retention = frozen.workflow_revision, frozen.retention_ms
         subscription, environment = frozen.subscription, frozen.environment
         attempts = frozen.branch_attempts
+        propose, approve = frozen.action_propose_slot, frozen.action_approve_slots
+        exit_window, generation_kind = frozen.action_exit_window_ms, frozen.generation_kind
     else:  # pragma: no cover - callers always pass one of the two
         raise InconsistentHistory(f"{admission_key}: no workflow to admit under")
     return RunAdmitted(
@@ -117,6 +147,10 @@ def run_admitted(
         retention_ms=retention,
         branch_attempts=attempts,
         clock_uncertainty_ms=clock_uncertainty_ms,
+        action_propose_slot=propose,
+        action_approve_slots=approve,
+        action_exit_window_ms=exit_window,
+        generation_kind=generation_kind,
     )
 
 
@@ -133,6 +167,13 @@ def launches(admitted: RunAdmitted, timeout_ms: int, now: int) -> list[Admission
             timeout_at_ms=now + timeout_ms,
             payload_json=admitted.payload_json,
             launched_at_ms=now,
+            source_time_ms=admitted.source_time_ms,
+            validity_source_time=admitted.validity_source_time,
+            validity_window_ms=admitted.validity_window_ms,
+            clock_uncertainty_ms=admitted.clock_uncertainty_ms,
+            action_role=action_role(
+                admitted.action_propose_slot, admitted.action_approve_slots, slot
+            ),
         )
         for slot in admitted.slots
     ]
@@ -150,4 +191,9 @@ def launch(key: str, run: RunState, slot: str, timeout_ms: int, now: int) -> Bra
         timeout_at_ms=now + timeout_ms,
         payload_json=run.payload_json,
         launched_at_ms=now,
+        source_time_ms=run.source_time_ms,
+        validity_source_time=run.validity_source_time,
+        validity_window_ms=run.validity_window_ms,
+        clock_uncertainty_ms=run.clock_uncertainty_ms,
+        action_role=run.action_role(slot),
     )

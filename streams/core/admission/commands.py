@@ -22,8 +22,11 @@ from schemas.events import (
     BranchRelaunched,
     BranchSkipped,
     BranchStarted,
+    CandidateProposed,
     DeliveryDeduplicated,
     DeliveryRejected,
+    DispatchRequested,
+    DispatchWithdrawn,
     OccurrenceConflict,
     RerunRejected,
     RunAdmitted,
@@ -116,4 +119,7 @@ AdmissionEvent: TypeAlias = (
     | DeliveryRejected
     | RerunRejected
     | AdmissionRecordEvicted
+    | CandidateProposed
+    | DispatchRequested
+    | DispatchWithdrawn
 )

@@ -13,8 +13,11 @@ from schemas.events import (
     BranchRelaunched,
     BranchSkipped,
     BranchStarted,
+    CandidateProposed,
     DeliveryDeduplicated,
     DeliveryRejected,
+    DispatchRequested,
+    DispatchWithdrawn,
     OccurrenceConflict,
     RerunRejected,
     RunAdmitted,
@@ -57,6 +60,20 @@ def evolve(state: OccurrenceState | None, event: AdmissionEvent) -> OccurrenceSt
         raise InconsistentHistory(
             f"{state.admission_key}: {type(event).__name__} for unknown run {event.run_id}"
         )
+    if isinstance(event, CandidateProposed):
+        if run.action_propose_slot is None or run.proposed_kind is not None:
+            raise InconsistentHistory(
+                f"{state.admission_key}: run {run.run_id} proposed {event.candidate_id} but "
+                "it has no proposing slot or proposed already"
+            )
+        return _replace_run(state, dataclasses.replace(run, proposed_kind=event.kind))
+    if isinstance(event, DispatchRequested | DispatchWithdrawn):
+        if run.proposed_kind is None:
+            raise InconsistentHistory(
+                f"{state.admission_key}: {type(event).__name__} for {event.candidate_id} "
+                "before the run proposed it"
+            )
+        return state  # written once, on the step that finished the approvals
     if isinstance(event, RunStatusChanged):
         if event.previous_status != run.status.value:
             raise InconsistentHistory(
@@ -124,6 +141,8 @@ def _evolve_slot(
     else:
         status = BRANCH.transition(slot.status, _SLOT_OUTCOME[type(event)])
         moved = dataclasses.replace(slot, status=status)
+        if isinstance(event, BranchStarted) and event.slot == run.action_propose_slot:
+            run = dataclasses.replace(run, proposal_dequeued_at_ms=event.started_at_ms)
     return dataclasses.replace(
         run, slots=tuple(moved if s.slot == slot.slot else s for s in run.slots)
     )
@@ -167,6 +186,10 @@ def _evolve_admitted(state: OccurrenceState | None, event: RunAdmitted) -> Occur
         admitted_at_ms=event.admitted_at_ms,
         branch_attempts=event.branch_attempts,
         clock_uncertainty_ms=event.clock_uncertainty_ms,
+        action_propose_slot=event.action_propose_slot,
+        action_approve_slots=tuple(event.action_approve_slots),
+        action_exit_window_ms=event.action_exit_window_ms,
+        generation_kind=event.generation_kind,
     )
     runs = (run,) if state is None else (*state.runs, run)
     return OccurrenceState(event.admission_key, runs, _evict_at(runs))

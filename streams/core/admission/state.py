@@ -31,7 +31,10 @@ class RunState:
     in launch order. ``branch_timeout_ms`` is taken from the run's first ``BranchLaunched``
     (``timeout_at - launched_at``). ``retention_ms`` is the horizon the run was admitted
     under, when the event carries it (``None`` otherwise: the record is then never evicted).
-    ``branch_attempts`` and ``clock_uncertainty_ms`` are frozen from ``RunAdmitted``.
+    ``branch_attempts`` and ``clock_uncertainty_ms`` are frozen from ``RunAdmitted``, as is
+    the action policy (``action_*``, ``generation_kind``). ``proposal_dequeued_at_ms`` is when
+    a worker last took the proposing slot (its accepted ``BranchStarted``) and
+    ``proposed_kind`` the kind of the candidate the run proposed (``None``: none yet).
     """
 
     run_id: str
@@ -60,6 +63,21 @@ class RunState:
     admitted_at_ms: int
     branch_attempts: int = DEFAULT_BRANCH_ATTEMPTS
     clock_uncertainty_ms: int = DEFAULT_CLOCK_UNCERTAINTY_MS
+    action_propose_slot: str | None = None
+    action_approve_slots: tuple[str, ...] = ()
+    action_exit_window_ms: int | None = None
+    generation_kind: str | None = None
+    proposal_dequeued_at_ms: int | None = None
+    proposed_kind: str | None = None
+
+    def action_role(self, slot: str) -> str | None:
+        """``propose``, ``approve``, ``record`` (a run with actions; the slot's result is for
+        the record only) or ``None`` (a run without actions)."""
+        if self.action_propose_slot is None:
+            return None
+        if slot == self.action_propose_slot:
+            return "propose"
+        return "approve" if slot in self.action_approve_slots else "record"
 
     def slot(self, name: str) -> SlotState | None:
         """The launched slot ``name``, or ``None`` if it was never launched."""

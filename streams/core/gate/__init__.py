@@ -51,7 +51,12 @@ Rules
    and their outcome (the 256 most recent per scope); the current candidate of each kind
    always. A copy arriving after its id was forgotten can still never be dispatched (its
    generation is not newer than the current one): it is answered as a late arrival.
-10. **Bad proposals are rejected, not guessed.** An unreadable generation, a comparison kind
+10. **Withdrawn approvals end at once.** ``DispatchWithdrawn`` (an approving slot of the run
+   failed or was skipped) ends the pending candidate ``CandidateRejected`` with the
+   withdrawal's reason (``approval_failed`` / ``approval_skipped``) instead of letting it
+   wait for its deadline (one already out of time ends ``CandidateExpired(deadline_passed)``,
+   so expired work is counted as expired); a candidate that has its outcome keeps it.
+11. **Bad proposals are rejected, not guessed.** An unreadable generation, a comparison kind
    other than the scope's, a negative allowance or window, a candidate id that is not
    ``<run_id>.<kind>``, or unusable order parameters give ``CandidateRejected``.
 
@@ -72,6 +77,7 @@ from streams.core.gate.commands import (
     Outcome,
     ProposeCandidate,
     RequestDispatch,
+    WithdrawDispatch,
 )
 from streams.core.gate.decide import decide, next_due_ms
 from streams.core.gate.evolve import evolve
@@ -104,6 +110,7 @@ __all__ = [
     "StateFormatError",
     "Track",
     "UnsupportedStateVersion",
+    "WithdrawDispatch",
     "decide",
     "decode_state",
     "encode_state",

@@ -19,6 +19,7 @@ from schemas.events import (
     CandidateRejected,
     CandidateSuperseded,
     DispatchRequested,
+    DispatchWithdrawn,
 )
 
 
@@ -37,11 +38,18 @@ class RequestDispatch:
 
 
 @dataclass(frozen=True)
+class WithdrawDispatch:
+    """End a pending candidate whose approval failed or was skipped (``CandidateRejected``)."""
+
+    withdrawal: DispatchWithdrawn
+
+
+@dataclass(frozen=True)
 class CheckTimers:
     """Expire every pending candidate whose deadline has passed at ``now``."""
 
 
-Command: TypeAlias = ProposeCandidate | RequestDispatch | CheckTimers
+Command: TypeAlias = ProposeCandidate | RequestDispatch | WithdrawDispatch | CheckTimers
 
 Outcome: TypeAlias = (
     CandidateAccepted

@@ -8,7 +8,7 @@ events. Apply the returned events in order with :func:`~streams.core.gate.evolve
 
 from __future__ import annotations
 
-from schemas.events import CandidateProposed, DispatchRequested
+from schemas.events import CandidateProposed, DispatchRequested, DispatchWithdrawn
 from streams.core.errors import InconsistentHistory
 from streams.core.gate import outcomes
 from streams.core.gate.commands import (
@@ -17,6 +17,7 @@ from streams.core.gate.commands import (
     GateEvent,
     ProposeCandidate,
     RequestDispatch,
+    WithdrawDispatch,
 )
 from streams.core.gate.rules import (
     EXPIRED_BEFORE_SEND,
@@ -39,6 +40,8 @@ def decide(state: ScopeState | None, command: Command, now: int) -> list[GateEve
         return _propose(state, command.proposal, now)
     if isinstance(command, RequestDispatch):
         return _request(state, command.request, now)
+    if isinstance(command, WithdrawDispatch):
+        return _withdraw(state, command.withdrawal, now)
     if isinstance(command, CheckTimers):
         return _timers(state, now)
     raise TypeError(f"not a gate command: {type(command).__name__}")
@@ -141,6 +144,21 @@ def _request(state: ScopeState | None, r: DispatchRequested, now: int) -> list[G
     if state.held_request(r.candidate_id) is not None:
         return []
     return [r]
+
+
+def _withdraw(state: ScopeState | None, w: DispatchWithdrawn, now: int) -> list[GateEvent]:
+    # Admission writes a withdrawal after the proposal on the same partition, so the
+    # candidate is known here; one that already has its outcome keeps it (ends once).
+    if state is None or w.scope_key != state.scope_key:
+        return []
+    for track in state.tracks:
+        c = track.pending
+        if c is not None and c.candidate_id == w.candidate_id:
+            # Out of time is what it is, whatever the approval did: counted as expired.
+            if not eligible(now, c.expires_at_ms, c.clock_uncertainty_ms):
+                return [_deadline_passed(state.scope_key, c, now)]
+            return [outcomes.withdrawn(state.scope_key, c, w.reason, w.detail, now)]
+    return []
 
 
 def _timers(state: ScopeState | None, now: int) -> list[GateEvent]:

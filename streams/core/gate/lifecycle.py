@@ -4,8 +4,9 @@
 decided yet). From there it is accepted (``pending``: the current generation of its kind,
 waiting for its dispatch request) or it ends at once: ``superseded`` (an equal or newer
 generation is current) or ``rejected`` (it cannot be ordered or sent as proposed). A
-``pending`` candidate ends ``dispatched``, ``superseded`` (a newer generation was accepted)
-or ``expired`` (its deadline passed first). Terminal statuses never move: that is what makes
+``pending`` candidate ends ``dispatched``, ``superseded`` (a newer generation was accepted),
+``expired`` (its deadline passed first) or ``rejected`` (its run withdrew it: an approving
+slot failed or was skipped). Terminal statuses never move: that is what makes
 "expired work ends once" and "dispatched once" a property of the table, not of care.
 
 :data:`CANDIDATE` is one :class:`~streams.core.lifecycle.Machine`; its ``transition`` is the
@@ -48,7 +49,12 @@ CANDIDATE_TRANSITIONS: Mapping[CandidateStatus, frozenset[CandidateStatus]] = {
         {CandidateStatus.PENDING, CandidateStatus.SUPERSEDED, CandidateStatus.REJECTED}
     ),
     CandidateStatus.PENDING: frozenset(
-        {CandidateStatus.DISPATCHED, CandidateStatus.SUPERSEDED, CandidateStatus.EXPIRED}
+        {
+            CandidateStatus.DISPATCHED,
+            CandidateStatus.SUPERSEDED,
+            CandidateStatus.EXPIRED,
+            CandidateStatus.REJECTED,
+        }
     ),
     CandidateStatus.DISPATCHED: frozenset(),
     CandidateStatus.SUPERSEDED: frozenset(),

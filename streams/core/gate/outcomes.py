@@ -193,6 +193,35 @@ def rejected(
     )
 
 
+def withdrawn(
+    scope_key: str, c: Candidate, reason: str, detail: str, now: int
+) -> CandidateRejected:
+    """The end of a pending candidate its run withdrew (an approval failed or was skipped)."""
+    return CandidateRejected(
+        candidate_id=c.candidate_id,
+        run_id=c.run_id,
+        admission_key=c.admission_key,
+        scope_key=scope_key,
+        kind=c.kind,
+        generation=c.generation,
+        generation_kind=c.generation_kind,
+        reason=reason,
+        detail=detail,
+        current_generation=c.generation,
+        expires_at_ms=c.expires_at_ms,
+        source_time_ms=c.source_time_ms,
+        validity_source_time=c.validity_source_time,
+        validity_window_ms=c.validity_window_ms,
+        clock_uncertainty_ms=c.clock_uncertainty_ms,
+        workflow_revision=c.workflow_revision,
+        exit_window_ms=c.exit_window_ms,
+        enqueued_at_ms=c.enqueued_at_ms,
+        dequeued_at_ms=c.dequeued_at_ms,
+        proposed_at_ms=c.proposed_at_ms,
+        decided_at_ms=now,
+    )
+
+
 def dispatched(
     scope_key: str,
     c: Candidate,

@@ -26,6 +26,11 @@ class WorkflowDefinition:
     kept as given instead of case-folded (:mod:`streams.core.fields`). ``identity_envelope``
     is ``"cloudevents"`` for a destination that takes CloudEvents 1.0
     (:data:`streams.core.fields.CLOUDEVENTS`), else ``None``.
+
+    ``[workflow.actions]``: ``action_propose_slot`` is the slot whose result may propose an
+    action (``None``: the workflow proposes nothing), ``action_approve_slots`` the slots that
+    must complete before it may be dispatched, ``action_exit_window_ms`` the deadline of
+    non-entry actions from the source time (``None``: none at the gate).
     """
 
     subscription: str
@@ -46,6 +51,9 @@ class WorkflowDefinition:
     clock_uncertainty_ms: int = DEFAULT_CLOCK_UNCERTAINTY_MS
     identity_case_sensitive_fields: tuple[str, ...] = ()
     identity_envelope: str | None = None
+    action_propose_slot: str | None = None
+    action_approve_slots: tuple[str, ...] = ()
+    action_exit_window_ms: int | None = None
 
 
 # Settings added after the first release leave the digest alone while they have their default,
@@ -54,6 +62,9 @@ _DIGEST_DEFAULTS: dict[str, object] = {
     "clock_uncertainty_ms": DEFAULT_CLOCK_UNCERTAINTY_MS,
     "identity_case_sensitive_fields": (),
     "identity_envelope": None,
+    "action_propose_slot": None,
+    "action_approve_slots": (),
+    "action_exit_window_ms": None,
 }
 
 

@@ -46,6 +46,7 @@ _WORKFLOW_KEYS = (
     "content",
     "validity",
     "scope",
+    "actions",
     "auth",
 )
 _TABLE_KEYS = {
@@ -53,6 +54,7 @@ _TABLE_KEYS = {
     "content": ("immutable",),
     "validity": ("source_time", "window", "clock_uncertainty"),
     "scope": ("fields", "sequence"),
+    "actions": ("propose", "approve", "exit_window"),
     "auth": ("token_env", "hmac_secret_env"),
 }
 
@@ -70,7 +72,9 @@ def parse_workflow_file(document: Mapping[str, object]) -> list[WorkflowDefiniti
     or ``derived`` and with every field name a CloudEvents one (an attribute or
     ``data.<member>``; the source time not ``candle_close``), at least one auth method in an
     ``[auth]`` table (both may be declared: a signed request is judged by its signature,
-    another by its token), and no destination declared twice in one file.
+    another by its token), an ``[actions]`` table only with ``scope.fields``, whose
+    ``propose`` is one of the slots and whose ``approve`` lists other slots, and no
+    destination declared twice in one file.
     """
     checker = _Reader(_TABLE_KEYS)
     for key in document:
@@ -170,6 +174,7 @@ class _Reader(Checker):
         scope_fields, sequence = self._scope(path, table)
         if envelope == CLOUDEVENTS:
             self._cloudevents_fields(path, immutable, source_time, scope_fields, sequence)
+        actions = self._actions(path, table, slots, scope_fields)
         token_env, hmac_env = self._auth(path, table)
 
         if (
@@ -186,8 +191,10 @@ class _Reader(Checker):
             or window is None
             or uncertainty is None
             or scope_fields is None
+            or actions is None
         ):
             return None
+        propose, approve, exit_window = actions
         return WorkflowDefinition(
             subscription=subscription,
             environment=environment,
@@ -207,6 +214,9 @@ class _Reader(Checker):
             clock_uncertainty_ms=uncertainty,
             identity_case_sensitive_fields=case_sensitive,
             identity_envelope=envelope,
+            action_propose_slot=propose,
+            action_approve_slots=approve,
+            action_exit_window_ms=exit_window,
         )
 
     def _identity(
@@ -358,6 +368,51 @@ class _Reader(Checker):
             if sequence is None:
                 return None, None
         return fields, sequence
+
+    def _actions(
+        self,
+        path: str,
+        table: Mapping[str, object],
+        slots: tuple[str, ...] | None,
+        scope_fields: tuple[str, ...] | None,
+    ) -> tuple[str | None, tuple[str, ...], int | None] | None:
+        actions = self.table(path, table, "actions")
+        if actions is None:
+            return None if "actions" in table else (None, (), None)
+        where = f"{path}.actions"
+        before = len(self.problems)
+        propose: str | None = None
+        if actions.get("propose") is None:
+            self.problem(f"{where}.propose", "is required (the slot whose result proposes)")
+        else:
+            propose = self.name(f"{where}.propose", actions.get("propose"), _NAME_RE, "slot name")
+        approve = self.names(
+            f"{where}.approve", actions.get("approve"), _NAME_RE, "slot name", required=False
+        )
+        exit_window: int | None = None
+        if actions.get("exit_window") is not None:
+            exit_window = self.duration(
+                f"{where}.exit_window", actions.get("exit_window"), None, most=MAX_WINDOW_MS
+            )
+        if slots is not None and propose is not None and propose not in slots:
+            self.problem(f"{where}.propose", f"{show(propose)} is not one of the slots")
+        for i, name in enumerate(approve or ()):
+            if name == propose:
+                self.problem(
+                    f"{where}.approve[{i}]",
+                    f"{show(name)} is the proposing slot; approvals are other slots",
+                )
+            elif slots is not None and name not in slots:
+                self.problem(f"{where}.approve[{i}]", f"{show(name)} is not one of the slots")
+        if scope_fields == ():
+            self.problem(
+                where,
+                "needs a decision scope: declare [workflow.scope] fields (for example "
+                "account, instrument, side) so that candidates can supersede each other",
+            )
+        if len(self.problems) != before or approve is None:
+            return None
+        return propose, approve, exit_window
 
     def _auth(self, path: str, table: Mapping[str, object]) -> tuple[str | None, str | None]:
         auth = self.table(path, table, "auth")

@@ -60,4 +60,7 @@ def revise(
         identity_case_sensitive_fields=defn.identity_case_sensitive_fields,
         retention_history=next_history(current, defn.retention_ms, now),
         identity_envelope=defn.identity_envelope,
+        action_propose_slot=defn.action_propose_slot,
+        action_approve_slots=defn.action_approve_slots,
+        action_exit_window_ms=defn.action_exit_window_ms,
     )
