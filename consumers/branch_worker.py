@@ -229,15 +229,16 @@ class BranchWorker:
         return handled
 
     def _handle(self, launched: BranchLaunched | BranchRelaunched) -> None:
-        for report in run_task(
+        task, first = take_task(
             launched,
-            self.handler,
             worker=self.name,
-            clock=self.clock,
+            now_ms=self.clock(),
             clock_uncertainty_ms=self.clock_uncertainty_ms,
             deadline_slots=self.deadline_slots,
-        ):
-            self._report(report)
+        )
+        self._report(first)
+        if isinstance(first, ReportBranchStarted):
+            self._report(finish_task(task, self.handler, worker=self.name, clock=self.clock))
 
     def _report(
         self,
@@ -256,25 +257,24 @@ class BranchWorker:
                 self._producer.poll(0.05)
 
 
-def run_task(
+def take_task(
     launched: BranchLaunched | BranchRelaunched,
-    handler: Handler,
     *,
     worker: str,
-    clock: Callable[[], int],
+    now_ms: int,
     clock_uncertainty_ms: int = 0,
     deadline_slots: Collection[str] | None = None,
-) -> list[Report]:
-    """The reports for one task, in the order they must be sent; no IO of its own.
+) -> tuple[Task, ReportBranchStarted | ReportBranchSkipped]:
+    """Take a task at ``now_ms``: the handler's view of it and the first report to send.
 
     The allowance is the run's (``launched.clock_uncertainty_ms``), never less than
     ``clock_uncertainty_ms``. A task whose deadline is checked (:func:`checks_deadline`) and
-    has no time left (``now + allowance >= expires_at``) gives one
-    ``ReportBranchSkipped(expired_at_dequeue)`` and the handler is never called; otherwise
-    ``ReportBranchStarted`` and then exactly one of completed (a dict, or a
-    :class:`Proposal` as its result), failed (the handler raised) or skipped (the handler
-    returned :class:`Skip`). Every worker front end (this module's :class:`BranchWorker`, the
-    Faust bridge) sends what this returns, so they keep one contract.
+    has no time left (``now + allowance >= expires_at``) gets
+    ``ReportBranchSkipped(expired_at_dequeue)``: that is its only report, and the handler is
+    never called. Otherwise ``ReportBranchStarted``, to be sent before the handler runs (the
+    processor's branch timeout and the candidate's dequeue time count from it), and then
+    :func:`finish_task`. Every worker front end (this module's :class:`BranchWorker`, the
+    Faust bridge) takes and finishes tasks with these two functions, so they keep one contract.
     """
     payload = orjson.loads(launched.payload_json)
     task = Task(
@@ -290,23 +290,31 @@ def run_task(
         action_role=launched.action_role,
     )
     who = (task.run_id, task.admission_key, task.slot, task.attempt, worker)
-    now = clock()
-    if checks_deadline(task, deadline_slots) and task.remaining(now) <= 0:
-        return [ReportBranchSkipped(*who, EXPIRED_AT_DEQUEUE, now)]
-    started = ReportBranchStarted(*who, now)
+    if checks_deadline(task, deadline_slots) and task.remaining(now_ms) <= 0:
+        return task, ReportBranchSkipped(*who, EXPIRED_AT_DEQUEUE, now_ms)
+    return task, ReportBranchStarted(*who, now_ms)
+
+
+def finish_task(
+    task: Task, handler: Handler, *, worker: str, clock: Callable[[], int]
+) -> ReportBranchCompleted | ReportBranchFailed | ReportBranchSkipped:
+    """Run ``handler`` on a started task: exactly one of completed (a dict, or a
+    :class:`Proposal` as its result), failed (the handler raised) or skipped (it returned
+    :class:`Skip`)."""
+    who = (task.run_id, task.admission_key, task.slot, task.attempt, worker)
     try:
         outcome = handler(task)
     except BranchError as e:
-        return [started, ReportBranchFailed(*who, str(e), clock())]
+        return ReportBranchFailed(*who, str(e), clock())
     except Exception as e:  # a handler bug fails the branch, not the worker
         log.exception("handler failed for %s/%s", task.run_id, task.slot)
-        return [started, ReportBranchFailed(*who, f"{type(e).__name__}: {e}", clock())]
+        return ReportBranchFailed(*who, f"{type(e).__name__}: {e}", clock())
     if isinstance(outcome, Skip):
-        return [started, ReportBranchSkipped(*who, outcome.reason, clock())]
+        return ReportBranchSkipped(*who, outcome.reason, clock())
     if isinstance(outcome, Proposal):
         outcome = outcome.as_result()
     result = orjson.dumps(outcome, option=orjson.OPT_SORT_KEYS).decode()
-    return [started, ReportBranchCompleted(*who, result, clock())]
+    return ReportBranchCompleted(*who, result, clock())
 
 
 def checks_deadline(task: Task, deadline_slots: Collection[str] | None) -> bool:

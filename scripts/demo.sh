@@ -161,7 +161,55 @@ signal "demo-last-$tag" "$(( now - 300000 ))" 5m | publish
 wait_for 60 decided "$last" superseded
 $sg scopes show "$last"
 
-say "the counts again: dispatched, expired before send, superseded"
+# ---- the execution gateway: an entry whose response is lost, a crash, the recovery -------
+venue=http://127.0.0.1:8090
+token=$(cat var/venue/admin-token 2>/dev/null || true)
+venue_orders() {  # venue_orders CLIENT_ORDER_ID: how many orders the venue holds with that id
+  local n
+  n=$(curl -s -H "Authorization: Bearer $token" "$venue/paper/v1/orders?client_order_id=$1" \
+    | grep -o "\"$1\": *[0-9]*" | grep -o '[0-9]*$')
+  echo "${n:-0}"
+}
+has_order() { [ "$(venue_orders "$1")" -ge 1 ]; }
+journal_has() {  # journal_has RUN_ID TEXT: the run's timeline mentions TEXT
+  $sg runs timeline "$1" --json 2>/dev/null | grep -q "$2"
+}
+
+say "gateway 1/2: an entry whose response is lost, and the gateway killed with SIGKILL"
+echo "The gateway is paused while the signal is admitted, so that the venue can be told in time"
+echo "to hold its answer to exactly this entry (client order id <run id>-E) for 20 s. The"
+echo "gateway commits AttemptStarted before the request leaves; the venue fills the order and"
+echo "says nothing; then the gateway is killed. Nothing it knew was lost: the attempt is in the"
+echo "journal, its outcome is not."
+gateway_pid=$(pid_of gateway)
+kill -STOP "$gateway_pid"
+out=$(signal "demo-lost-$tag" "$(( $(now_ms) - 60000 ))" 1m | publish)
+lost_key=$(echo "$out" | sed -E 's/.*"admission_key":"([^"]*)".*/\1/')
+lost_run=$(.venv/bin/python -c 'import sys; from streams.core.identity import run_id_for; print(run_id_for(sys.argv[1], 0))' "$lost_key")
+entry_id="${lost_run#run-}-E"
+curl -s -o /dev/null -H "Authorization: Bearer $token" -X POST "$venue/paper/v1/faults" \
+  -d "{\"name\": \"lose-$entry_id\", \"action\": \"hold\", \"hold_ms\": 20000, \"client_order_id\": \"$entry_id\"}"
+kill -CONT "$gateway_pid"
+wait_for 30 has_order "$entry_id"
+echo "the venue holds $(venue_orders "$entry_id") order with client order id $entry_id (filled); the gateway heard nothing"
+kill -9 "$gateway_pid"
+echo "killed gateway pid $gateway_pid"
+wait_for 60 running_other_than gateway "$gateway_pid"
+echo "serve restarted it as pid $(pid_of gateway)"
+
+say "gateway 2/2: recovery looks the entry up instead of sending it again"
+echo "The new owner restores the run's journal: the last checkpoint says the entry is next, but"
+echo "a newer record says its dispatch started, so the entry is looked up by its client order"
+echo "id. The receipt links it to the venue's order; the recovery receipt records what was"
+echo "restored, consulted and observed; then the protection order is sized from the exposure"
+echo "the venue reports and placed, and the notification sent."
+wait_for 90 journal_has "$lost_run" RecoveryReceiptRecorded
+wait_for 90 bash -c "$sg runs timeline '$lost_run' --json | grep -q '\"slot\":\"protection\".*ReceiptRecorded\|ReceiptRecorded.*\"slot\":\"protection\"'"
+$sg runs timeline "$lost_run"
+echo
+echo "venue orders for the entry: $(venue_orders "$entry_id") (sent once); for the protection: $(venue_orders "${lost_run#run-}-P")"
+
+say "the counts: dispatched, expired before send, superseded, unresolved attempts, holds"
 $sg stats
 
 if [ "${DEMO_EXIT:-0}" = 1 ]; then

@@ -1,10 +1,12 @@
-"""Session-wide hooks: the topics a test run created are deleted when it ends."""
+"""Test-run hooks: the topics and state directories a test module created are deleted when
+the module ends, and whatever is left when the session ends."""
 
 from __future__ import annotations
 
 import contextlib
 import os
 import shutil
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import pytest
@@ -13,19 +15,33 @@ from streams.settings import load_settings
 from tests.support.kafka import ISSUED_PREFIXES, delete_issued_topics
 
 STATE_ROOT = Path(__file__).resolve().parents[1] / "var" / "test-state"
+KEEP = os.environ.get("SLUICEGATE_KEEP_TEST_TOPICS") == "1"
+"""``SLUICEGATE_KEEP_TEST_TOPICS=1`` keeps every test topic, for a post-mortem."""
+
+
+def _clean(prefixes: Iterable[str]) -> None:
+    # Only prefixes this process issued: test runs side by side on one broker never delete
+    # each other's topics. A broker that is gone leaves them for `make reset`.
+    chosen = set(prefixes)
+    if KEEP or not chosen:
+        return
+    with contextlib.suppress(Exception):
+        delete_issued_topics(load_settings({}), chosen)
+    for prefix in chosen:
+        shutil.rmtree(STATE_ROOT / prefix, ignore_errors=True)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _module_topics() -> Iterator[None]:
+    """Delete the topics of the prefixes issued while this module ran, after its fixtures.
+
+    A broker that keeps every test's topics slows down as they pile up (thousands of
+    partitions make each new topic and each group join slower).
+    """
+    before = set(ISSUED_PREFIXES)
+    yield
+    _clean(ISSUED_PREFIXES - before)
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    """Delete this run's test topics and state directories.
-
-    Only prefixes this process issued are touched, so test runs side by side on one broker
-    never delete each other's topics. ``SLUICEGATE_KEEP_TEST_TOPICS=1`` keeps them for a
-    post-mortem of a failed run.
-    """
-    if not ISSUED_PREFIXES or os.environ.get("SLUICEGATE_KEEP_TEST_TOPICS") == "1":
-        return
-    # A broker that is gone leaves the topics for `make reset`.
-    with contextlib.suppress(Exception):
-        delete_issued_topics(load_settings({}))
-    for prefix in ISSUED_PREFIXES:
-        shutil.rmtree(STATE_ROOT / prefix, ignore_errors=True)
+    _clean(ISSUED_PREFIXES)

@@ -1,11 +1,12 @@
 """A Faust agent that serves branch slots with the SDK's contract.
 
 For each ``BranchLaunched`` / ``BranchRelaunched`` of a served slot the agent runs
-:func:`consumers.branch_worker.run_task` (deadline checked when the task is taken: an
+:func:`consumers.branch_worker.take_task` (deadline checked when the task is taken: an
 expired task is reported skipped, ``expired_at_dequeue``, and the handler is never called),
-sends its reports to ``branch-results`` keyed by admission key, waits for the broker's
-acknowledgement, and only then records ``(run_id, slot, attempt)`` in a Faust table; a later
-copy of a recorded task is not handled again.
+sends ``ReportBranchStarted`` to ``branch-results`` keyed by admission key and waits for the
+broker's acknowledgement, runs the handler (:func:`~consumers.branch_worker.finish_task`),
+sends its outcome the same way, and only then records ``(run_id, slot, attempt)`` in a Faust
+table; a later copy of a recorded task is not handled again.
 
 Guarantees and limits (at-least-once, like every Faust agent):
 
@@ -32,8 +33,9 @@ from typing import Any
 
 import faust
 
-from consumers.branch_worker import Handler, run_task
+from consumers.branch_worker import Handler, Report, finish_task, take_task
 from consumers.faust_bridge.app import records
+from schemas.commands import ReportBranchStarted
 from schemas.events import BranchLaunched, BranchRelaunched
 from schemas.topics import BRANCH_RESULTS, TASKS
 from streams.settings import Settings
@@ -80,6 +82,12 @@ def serve_slot(
     reported = app.Table(table, default=int, partitions=tasks.partitions)
     state = SlotAgent(agent=None, reported=reported)
 
+    async def send(report: Report) -> None:
+        # Acknowledged before the next step: Started before the handler runs, the outcome
+        # before the attempt is recorded as answered.
+        sent = await results.send(key=report.admission_key.encode(), value=report)
+        await sent
+
     async def serve(stream: faust.StreamT[Any]) -> None:
         loop = asyncio.get_running_loop()
         async for record in stream:
@@ -91,18 +99,17 @@ def serve_slot(
             if reported[attempt]:
                 state.redeliveries += 1
                 continue
-            job = functools.partial(
-                run_task,
+            task, first = take_task(
                 record,
-                handler,
                 worker=worker,
-                clock=clock,
+                now_ms=clock(),
                 clock_uncertainty_ms=clock_uncertainty_ms,
                 deadline_slots=checked,
             )
-            for report in await loop.run_in_executor(None, job):
-                sent = await results.send(key=report.admission_key.encode(), value=report)
-                await sent
+            await send(first)
+            if isinstance(first, ReportBranchStarted):
+                job = functools.partial(finish_task, task, handler, worker=worker, clock=clock)
+                await send(await loop.run_in_executor(None, job))
             reported[attempt] = 1
             state.handled += 1
 

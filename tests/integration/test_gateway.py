@@ -192,9 +192,13 @@ def _cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]
 
 
 def _timeline_rows(table: str) -> dict[str, list[str]]:
-    """The rows of ``runs timeline``'s table by record type, in order."""
+    """The rows of ``runs timeline``'s events table by record type, in order (after its
+    CANDIDATES table, when the run has one)."""
     rows: dict[str, list[str]] = {}
-    for line in table.splitlines()[1:]:
+    lines = table.splitlines()
+    if "EVENTS" in lines:
+        lines = lines[lines.index("EVENTS") + 1 :]
+    for line in lines[1:]:
         rows.setdefault(line.split()[3], []).append(line.rstrip())
     return rows
 

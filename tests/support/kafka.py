@@ -25,19 +25,19 @@ def new_prefix() -> str:
     return prefix
 
 
-def delete_issued_topics(settings: Settings, timeout_s: float = 60.0) -> int:
-    """Delete every topic under a prefix this process issued; the number deleted.
+def delete_issued_topics(
+    settings: Settings, prefixes: Iterable[str] | None = None, timeout_s: float = 60.0
+) -> int:
+    """Delete every topic under ``prefixes`` (default: every prefix this process issued);
+    the number deleted.
 
     Best effort: a broker that is down or slow leaves the topics for ``make reset``.
     """
-    if not ISSUED_PREFIXES:
+    chosen = tuple(ISSUED_PREFIXES if prefixes is None else prefixes)
+    if not chosen:
         return 0
     admin = AdminClient(settings.kafka_config())
-    names = [
-        name
-        for name in admin.list_topics(timeout=10).topics
-        if any(name.startswith(prefix) for prefix in ISSUED_PREFIXES)
-    ]
+    names = [name for name in admin.list_topics(timeout=10).topics if name.startswith(chosen)]
     if names:
         for future in admin.delete_topics(names, operation_timeout=timeout_s).values():
             # Cleanup never fails the session; what it leaves, `make reset` removes.
