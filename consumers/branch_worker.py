@@ -336,7 +336,8 @@ DEMO_DELAY_FIELD = "demo_approval_delay_ms"
 
 def demo_handler(task: Task) -> dict[str, object] | Proposal:
     """The handler of ``sluicegate worker``: records what it saw, like a journal branch, and
-    from the proposing slot proposes a small entry on the signal's side. An approving slot
+    from the proposing slot proposes a small entry on the signal's side, with a take-profit
+    protection and a notification. An approving slot
     takes ``demo_approval_delay_ms`` of the payload (at most 4 s) before it completes."""
     delay = task.payload.get(DEMO_DELAY_FIELD)
     if task.action_role == "approve" and isinstance(delay, int) and not isinstance(delay, bool):
@@ -352,8 +353,14 @@ def demo_handler(task: Task) -> dict[str, object] | Proposal:
         return Proposal(
             kind="entry",
             side=side if side in ("buy", "sell") else "buy",
-            quantity="0.001",
+            # 0.01 less the venue's 0.1 % commission is still a multiple of BTCUSDT's lot
+            # step (0.00001), so the protection sized from it passes the venue's filter.
+            quantity="0.01",
             params={"rule": task.payload.get("rule")},
+            # A resting take-profit (sized later from the exposure the venue reports) and a
+            # report to the operators' channel, so the demo shows a run's three actions.
+            protection={"kind": "take_profit", "limit_price": "99000.00", "stop_price": "99000.00"},
+            notification={"channel": "ops", "text": "entry placed by the demo worker"},
             result=seen,
         )
     return seen

@@ -21,7 +21,8 @@ $sg workflows apply examples/btc-breakout.toml
 # never by matching process names (which could hit any process on the machine).
 pid_file=var/run/serve.pids
 say "starting sluicegate serve (log: var/log/serve.log, pids: $pid_file)"
-$sg serve --pid-file "$pid_file" --only processor --only gate --only projector --only ingest \
+$sg serve --pid-file "$pid_file" --only venue --only processor --only gate --only gateway \
+  --only projector --only ingest \
   >var/log/serve.log 2>&1 &
 serve_pid=$!
 # Two demonstration workers in their own groups: one proposes (signal) and journals, one
@@ -172,7 +173,7 @@ venue_orders() {  # venue_orders CLIENT_ORDER_ID: how many orders the venue hold
 }
 has_order() { [ "$(venue_orders "$1")" -ge 1 ]; }
 journal_has() {  # journal_has RUN_ID TEXT: the run's timeline mentions TEXT
-  $sg runs timeline "$1" --json 2>/dev/null | grep -q "$2"
+  $sg runs timeline "$1" 2>/dev/null | grep -Eq "$2"
 }
 
 say "gateway 1/2: an entry whose response is lost, and the gateway killed with SIGKILL"
@@ -204,7 +205,7 @@ echo "id. The receipt links it to the venue's order; the recovery receipt record
 echo "restored, consulted and observed; then the protection order is sized from the exposure"
 echo "the venue reports and placed, and the notification sent."
 wait_for 90 journal_has "$lost_run" RecoveryReceiptRecorded
-wait_for 90 bash -c "$sg runs timeline '$lost_run' --json | grep -q '\"slot\":\"protection\".*ReceiptRecorded\|ReceiptRecorded.*\"slot\":\"protection\"'"
+wait_for 90 bash -c "$sg runs timeline '$lost_run' | grep -Eq 'ReceiptRecorded +notification'"
 $sg runs timeline "$lost_run"
 echo
 echo "venue orders for the entry: $(venue_orders "$entry_id") (sent once); for the protection: $(venue_orders "${lost_run#run-}-P")"

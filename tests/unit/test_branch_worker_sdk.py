@@ -92,5 +92,5 @@ def test_a_proposal_becomes_the_result_admission_proposes() -> None:
 def test_the_demo_handler_proposes_from_the_proposing_slot_only() -> None:
     proposed = demo_handler(task())
     assert isinstance(proposed, Proposal)
-    assert (proposed.kind, proposed.side, proposed.quantity) == ("entry", "sell", "0.001")
+    assert (proposed.kind, proposed.side, proposed.quantity) == ("entry", "sell", "0.01")
     assert not isinstance(demo_handler(task(slot="journal", action_role="record")), Proposal)
