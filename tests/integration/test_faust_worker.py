@@ -15,12 +15,13 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
+import orjson
 import pytest
 
 from schemas.codec import decode, encode
 from schemas.commands import ReportBranchCompleted, ReportBranchSkipped, ReportBranchStarted
 from schemas.events import BranchCompleted, BranchLaunched, RunStatusChanged
-from schemas.topics import BRANCH_RESULTS, TASKS
+from schemas.topics import BRANCH_RESULTS, CANDIDATES, TASKS
 from streams.kafka.clients import idempotent_producer, transactional_producer
 from tests.support.admission import AdmissionHarness, candle
 from tests.support.kafka import read_topic, wait_until
@@ -118,6 +119,12 @@ def test_the_faust_worker_serves_launched_slots_once_each_and_honours_the_contra
     )
     assert sorted(e.slot for e in out.of(BranchCompleted)) == ["analysis", "journal", "signal"]
     assert {e.worker for e in out.of(BranchCompleted)} == {"faust-test"}
+    # A proposal is returned the way the SDK returns it, and admission hands it to the gate.
+    [signal] = [e for e in out.of(BranchCompleted) if e.slot == "signal"]
+    proposal = orjson.loads(signal.result_json)["proposal"]
+    assert (proposal["kind"], proposal["side"], proposal["quantity"]) == ("entry", "buy", "0.01")
+    proposed = read_topic(harness.settings, harness.settings.topic(CANDIDATES))
+    assert [type(decode(m.value() or b"")).__name__ for m in proposed][:1] == ["CandidateProposed"]
     (launched, *_) = out.of(BranchLaunched)
     original = f"{launched.run_id}/{launched.slot}/{launched.attempt}"
     assert worker.called().count(original) == 1

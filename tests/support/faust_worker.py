@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 
-from consumers.branch_worker import Task
+from consumers.branch_worker import Proposal, Task
 from consumers.faust_bridge import serve_slot, sluicegate_app
 from streams.settings import load_settings
 
@@ -19,10 +19,13 @@ CALLS = os.environ["FAUST_TEST_CALLS"]
 DEADLINE_SLOTS = [s for s in os.environ.get("FAUST_TEST_DEADLINE_SLOTS", "").split(",") if s]
 
 
-def handler(task: Task) -> dict[str, object]:
+def handler(task: Task) -> dict[str, object] | Proposal:
     with open(CALLS, "a", encoding="utf-8") as calls:
         calls.write(f"{task.run_id}/{task.slot}/{task.attempt}\n")
-    return {"slot": task.slot, "instrument": task.payload.get("instrument")}
+    seen: dict[str, object] = {"slot": task.slot, "instrument": task.payload.get("instrument")}
+    if task.action_role == "propose":
+        return Proposal(kind="entry", side="buy", quantity="0.01", result=seen)
+    return seen
 
 
 slot = serve_slot(app, settings, handler, deadline_slots=DEADLINE_SLOTS, name="faust-test")
