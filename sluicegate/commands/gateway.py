@@ -9,7 +9,6 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import signal
 import sys
 import time
 import uuid
@@ -21,6 +20,7 @@ from projections import queries
 from projections.queries import journal as journal_queries
 from schemas.commands import RecoverRun
 from sluicegate import bootstrap
+from sluicegate.commands import engine
 from sluicegate.output import print_json, print_table
 from streams.engine import failpoints
 from streams.engine.processor import wall_clock_ms
@@ -31,12 +31,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     gateway = subparsers.add_parser(
         "gateway", help="run one execution gateway instance (the action journal and the venue)"
     )
-    gateway.add_argument(
-        "--instance-id",
-        default=None,
-        help="stable id of this instance (default $SLUICEGATE_INSTANCE_ID or gateway-1); "
-        "reuse it on restart, never run two live instances with one id",
-    )
+    engine.add_instance_id(gateway, default="gateway-1", env_var="SLUICEGATE_INSTANCE_ID")
     gateway.add_argument(
         "--journal-restored",
         action="store_true",
@@ -72,14 +67,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def cmd_gateway(args: argparse.Namespace) -> int:
-    logging.basicConfig(
-        level=logging.INFO,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
+    engine.log_to_stderr()
     settings = load_settings()
     gateway = GatewaySettings.from_env()
-    instance_id = args.instance_id or os.environ.get("SLUICEGATE_INSTANCE_ID", "gateway-1")
+    instance_id = engine.instance_id(args, default="gateway-1", env_var="SLUICEGATE_INSTANCE_ID")
     failpoints.from_env()  # a malformed SLUICEGATE_FAILPOINTS stops here, not later
     processor = bootstrap.gateway_processor(
         settings,
@@ -89,11 +80,6 @@ def cmd_gateway(args: argparse.Namespace) -> int:
         journal_restored=args.journal_restored,
     )
 
-    def stop(_signum: int, _frame: object) -> None:
-        processor.stop()
-
-    signal.signal(signal.SIGTERM, stop)
-    signal.signal(signal.SIGINT, stop)
     log = logging.getLogger("sluicegate.gateway")
     log.info(
         "gateway %s: venue %s at %s, quiet period %d ms, recv window %d ms%s",
@@ -104,20 +90,15 @@ def cmd_gateway(args: argparse.Namespace) -> int:
         gateway.policy.recv_window_ms,
         ", journal restored from an older point" if args.journal_restored else "",
     )
-    try:
-        processor.run()
-    finally:
-        stats, effects = processor.stats, processor.effects
-        log.info(
-            "records=%d events=%d batches=%d aborts=%d answers=%d effects=%s",
-            stats.records,
-            stats.events,
-            stats.batches,
-            stats.aborts,
-            stats.answers,
-            effects.stats if effects is not None else None,
+
+    def summary(seconds: float) -> str:
+        effects = processor.effects
+        return (
+            f"{engine.counts(processor.stats, seconds)} answers={processor.stats.answers} "
+            f"effects={effects.stats if effects is not None else None}"
         )
-    return 0
+
+    return engine.run_until_signalled(processor, log, summary)
 
 
 def operator_name() -> str:

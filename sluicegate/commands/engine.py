@@ -1,0 +1,89 @@
+"""What the commands that run a stream app on the engine share: their options, logging, and
+running until SIGTERM/SIGINT (``processor``, ``gate``, ``gateway``)."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import sys
+import time
+from collections.abc import Callable
+from typing import Protocol
+
+
+class Runs(Protocol):
+    def run(self) -> None: ...
+
+    def stop(self) -> None: ...
+
+
+class Counted(Protocol):
+    records: int
+    events: int
+    batches: int
+    aborts: int
+    restored_records: int
+
+
+def counts(stats: Counted, seconds: float) -> str:
+    """The closing line of an instance: what it read, wrote and restored, and for how long."""
+    return (
+        f"records={stats.records} events={stats.events} batches={stats.batches} "
+        f"aborts={stats.aborts} restored={stats.restored_records} in {seconds:.1f} s"
+    )
+
+
+def add_instance_id(parser: argparse.ArgumentParser, *, default: str, env_var: str) -> None:
+    parser.add_argument(
+        "--instance-id",
+        default=None,
+        help=f"stable id of this instance (default ${env_var} or {default}); "
+        "reuse it on restart, never run two live instances with one id",
+    )
+
+
+def instance_id(args: argparse.Namespace, *, default: str, env_var: str) -> str:
+    """``--instance-id``, else ``$env_var``, else ``default``."""
+    chosen: str = args.instance_id or os.environ.get(env_var, default)
+    return chosen
+
+
+def add_batch_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--batch-size", type=int, default=2000, help="most records in one transaction"
+    )
+    parser.add_argument(
+        "--commit-interval-ms",
+        type=int,
+        default=100,
+        help="target time of one transaction; batches are sized to commit about this often",
+    )
+
+
+def log_to_stderr() -> None:
+    logging.basicConfig(
+        level=logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+
+
+def run_until_signalled(
+    processor: Runs, log: logging.Logger, summary: Callable[[float], str]
+) -> int:
+    """Run ``processor`` until SIGTERM or SIGINT asks it to stop; log ``summary(seconds)``
+    when it ends, however it ends."""
+
+    def stop(_signum: int, _frame: object) -> None:
+        processor.stop()
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    started = time.monotonic()
+    try:
+        processor.run()
+    finally:
+        log.info("%s", summary(time.monotonic() - started))
+    return 0
