@@ -29,7 +29,7 @@ from schemas.events import WorkflowRevised
 from streams.core.workflow import WorkflowDefinition, revise, workflow_key
 from streams.kafka.topics import ensure_topics
 from streams.settings import Settings, load_settings
-from tests.support.kafka import new_prefix, read_topic
+from tests.support.kafka import high_watermark, new_prefix, read_topic
 
 REPO = Path(__file__).resolve().parents[2]
 SLUICEGATE = REPO / ".venv" / "bin" / "sluicegate"
@@ -130,7 +130,7 @@ def end_offsets(settings: Settings, short_name: str) -> dict[int, int]:
     try:
         metadata = consumer.list_topics(topic, timeout=10).topics[topic]
         return {
-            p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10, cached=False)[1]
+            p: high_watermark(consumer, TopicPartition(topic, p))
             for p in sorted(metadata.partitions)
         }
     finally:

@@ -7,7 +7,7 @@ import time
 import uuid
 from collections.abc import Iterable
 
-from confluent_kafka import Consumer, KafkaError, Message, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
 
@@ -93,8 +93,7 @@ def read_topic(
         partitions = sorted(metadata.partitions)
         ends = {}
         for p in partitions:
-            _, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)
-            ends[p] = high
+            ends[p] = high_watermark(consumer, TopicPartition(topic, p))
         pending = {p for p in partitions if ends[p] > 0}
         consumer.assign([TopicPartition(topic, p, 0) for p in pending])
         out: list[Message] = []
@@ -116,6 +115,29 @@ def read_topic(
         return out
     finally:
         consumer.close()
+
+
+# A partition created a moment ago may not have its leader yet: the broker answers "not
+# leader" (or "unknown partition") for a short while, which a test must wait out.
+_TRANSIENT = {
+    KafkaError.NOT_LEADER_FOR_PARTITION,
+    KafkaError.LEADER_NOT_AVAILABLE,
+    KafkaError.UNKNOWN_TOPIC_OR_PART,
+    KafkaError._UNKNOWN_PARTITION,
+}
+
+
+def high_watermark(consumer: Consumer, partition: TopicPartition, timeout_s: float = 15.0) -> int:
+    """The partition's high watermark, retried while the broker says it has no leader yet."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            _, high = consumer.get_watermark_offsets(partition, timeout=10, cached=False)
+            return int(high)
+        except KafkaException as e:
+            if e.args[0].code() not in _TRANSIENT or time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)
 
 
 def wait_until(predicate: object, timeout_s: float = 60.0, interval_s: float = 0.2) -> None:
