@@ -21,15 +21,8 @@ from schemas.events import WorkflowRevised
 from schemas.topics import WORKFLOWS
 from streams.errors import KafkaUnavailable
 from streams.kafka.clients import read_committed_consumer
+from streams.kafka.offsets import watermarks
 from streams.settings import Settings
-
-# A topic created a moment ago answers these until its leader is known to every client.
-_NOT_READY = {
-    KafkaError.NOT_LEADER_FOR_PARTITION,
-    KafkaError.LEADER_NOT_AVAILABLE,
-    KafkaError.UNKNOWN_TOPIC_OR_PART,
-    KafkaError._UNKNOWN_PARTITION,
-}
 
 
 class WorkflowTable:
@@ -110,19 +103,10 @@ class WorkflowTable:
 
     def _end_offset(self, deadline: float) -> int:
         """The topic's end offset, retrying transient errors (a new topic has no leader yet)."""
-        while True:
-            try:
-                _, high = self._consumer.get_watermark_offsets(
-                    TopicPartition(self._topic, 0),
-                    timeout=max(deadline - time.monotonic(), 0.5),
-                    cached=False,
-                )
-                return int(high)
-            except KafkaException as e:
-                transient = e.args[0].retriable() or e.args[0].code() in _NOT_READY
-                if not transient or time.monotonic() > deadline:
-                    raise KafkaUnavailable(f"cannot read {self._topic}: {e.args[0].str()}") from e
-                time.sleep(0.1)
+        try:
+            return watermarks(self._consumer, TopicPartition(self._topic, 0), deadline)[1]
+        except KafkaException as e:
+            raise KafkaUnavailable(f"cannot read {self._topic}: {e.args[0].str()}") from e
 
     def _position(self) -> int:
         (tp,) = self._consumer.position([TopicPartition(self._topic, 0)])

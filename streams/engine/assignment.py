@@ -67,7 +67,7 @@ class Assignment:
             if store.get(PARTITIONS_KEY) is None:
                 self.unrecorded.add(partition)
         positions = [
-            TopicPartition(t, p, self.restorer.low_watermark(t, p) if o is None else o)
+            TopicPartition(t, p, self.restorer.low_watermark(t, p, deadline) if o is None else o)
             for (t, p), o in committed.items()
         ]
         self.offsets.update({(tp.topic, tp.partition): tp.offset for tp in positions})

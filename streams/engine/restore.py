@@ -36,6 +36,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Topic
 from streams.engine.store import PARTITIONS_KEY, PartitionStore
 from streams.errors import PartitionCountChanged, StateRestoreError
 from streams.kafka.clients import read_committed_consumer, uncommitted_consumer
+from streams.kafka.offsets import RETRY_PAUSE_S, transient, watermarks
 from streams.settings import Settings
 
 log = logging.getLogger("sluicegate.processor")
@@ -69,17 +70,23 @@ class Restorer:
 
     # -- 1. partition counts ---------------------------------------------------------------
 
-    def partition_counts(self, topics: Iterable[str]) -> dict[str, int]:
+    def partition_counts(self, topics: Iterable[str], wait_s: float = 30.0) -> dict[str, int]:
+        """Each topic's partition count; a topic whose leaders are not known yet is waited
+        for up to ``wait_s``."""
+        deadline = time.monotonic() + wait_s
         counts: dict[str, int] = {}
         for topic in topics:
-            try:
-                metadata = self._ends.list_topics(topic, timeout=30).topics[topic]
-            except KafkaException as e:
-                raise StateRestoreError(
-                    f"cannot read metadata of {topic}: {e.args[0].str()}"
-                ) from e
-            if metadata.error is not None:
-                raise StateRestoreError(f"cannot read metadata of {topic}: {metadata.error.str()}")
+            while True:
+                try:
+                    metadata = self._ends.list_topics(topic, timeout=30).topics[topic]
+                    error = metadata.error
+                except KafkaException as e:
+                    error = e.args[0]
+                if error is None:
+                    break
+                if not transient(error) or time.monotonic() > deadline:
+                    raise StateRestoreError(f"cannot read metadata of {topic}: {error.str()}")
+                time.sleep(RETRY_PAUSE_S)
             counts[topic] = len(metadata.partitions)
         return counts
 
@@ -111,7 +118,7 @@ class Restorer:
                 answer = consumer.committed(wanted, timeout=max(1.0, min(remaining, 10.0)))
             except KafkaException as e:
                 err = e.args[0]
-                if err.fatal() or not (err.retriable() or err.code() == KafkaError._TIMED_OUT):
+                if not transient(err):
                     raise StateRestoreError(f"cannot read committed offsets: {err.str()}") from e
                 last = err.str()
                 continue
@@ -126,14 +133,14 @@ class Restorer:
             last = err.str()
             time.sleep(0.2)
 
-    def low_watermark(self, topic: str, partition: int) -> int:
+    def low_watermark(self, topic: str, partition: int, deadline: float) -> int:
+        return self._watermarks(topic, partition, deadline)[0]
+
+    def _watermarks(self, topic: str, partition: int, deadline: float) -> tuple[int, int]:
         try:
-            low, _ = self._ends.get_watermark_offsets(
-                TopicPartition(topic, partition), timeout=30, cached=False
-            )
+            return watermarks(self._ends, TopicPartition(topic, partition), deadline)
         except KafkaException as e:
             raise StateRestoreError(f"{topic}[{partition}]: {e.args[0].str()}") from e
-        return int(low)
 
     # -- 3. the changelog to its true end --------------------------------------------------
 
@@ -160,11 +167,7 @@ class Restorer:
         return store, restored
 
     def _fill(self, store: PartitionStore, topic: str, partition: int, deadline: float) -> int:
-        tp = TopicPartition(topic, partition)
-        try:
-            low, high = self._ends.get_watermark_offsets(tp, timeout=30, cached=False)
-        except KafkaException as e:
-            raise StateRestoreError(f"{topic}[{partition}]: {e.args[0].str()}") from e
+        low, high = self._watermarks(topic, partition, deadline)
         if high <= low:
             return 0
         restored = 0
