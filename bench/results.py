@@ -1,0 +1,104 @@
+"""The one format every benchmark section writes, and the statistics every figure uses.
+
+Every figure is the median of at least three runs, shown with its min and max
+(:func:`spread`); ratios are taken between medians measured side by side in one run.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+Cell = str | int | float
+
+
+@dataclass(frozen=True)
+class Spread:
+    median: float
+    low: float
+    high: float
+    runs: int
+
+    def shown(self, digits: int = 0, unit: str = "") -> str:
+        """``12,300 (11,900 to 12,800)`` with ``digits`` decimals."""
+        f = f"{{:,.{digits}f}}"
+        return f"{f.format(self.median)}{unit} ({f.format(self.low)} to {f.format(self.high)})"
+
+
+def spread(values: list[float]) -> Spread:
+    if not values:
+        raise ValueError("a figure needs at least one run")
+    return Spread(statistics.median(values), min(values), max(values), len(values))
+
+
+def percentile(sorted_values: list[float], p: float) -> float:
+    """Nearest-rank percentile ``p`` (0 to 100) of already sorted values."""
+    if not sorted_values:
+        raise ValueError("no values")
+    rank = max(1, min(len(sorted_values), round(p / 100 * len(sorted_values) + 0.5)))
+    return sorted_values[rank - 1]
+
+
+@dataclass(frozen=True)
+class Table:
+    title: str
+    columns: list[str]
+    rows: list[list[Cell]]
+
+
+@dataclass(frozen=True)
+class Series:
+    """One line or bar group of a plot: ``kind`` is ``"bar"`` or ``"line"``."""
+
+    plot: str
+    label: str
+    x: list[Cell]
+    y: list[float]
+    kind: str = "bar"
+    xlabel: str = ""
+    ylabel: str = ""
+
+
+@dataclass(frozen=True)
+class Section:
+    """One section of ``docs/benchmarks.md``; ``order`` places it (1 admission ... 5 recovery)."""
+
+    order: int
+    title: str
+    intro: str
+    tables: list[Table] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    series: list[Series] = field(default_factory=list)
+    targets: list[Target] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Target:
+    """A target of the issue and whether this run met it (``by`` says by how much)."""
+
+    name: str
+    wanted: str
+    measured: str
+    met: bool
+    by: str = ""
+
+
+def write(section: Section, path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(asdict(section), indent=2) + "\n")
+
+
+def read(path: Path) -> Section:
+    raw: dict[str, Any] = json.loads(path.read_text())
+    return Section(
+        order=raw["order"],
+        title=raw["title"],
+        intro=raw["intro"],
+        tables=[Table(**t) for t in raw.get("tables", [])],
+        notes=list(raw.get("notes", [])),
+        series=[Series(**s) for s in raw.get("series", [])],
+        targets=[Target(**t) for t in raw.get("targets", [])],
+    )
