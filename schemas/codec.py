@@ -23,9 +23,10 @@ from collections.abc import Mapping
 from io import BytesIO
 from typing import Any
 
-from fastavro import schemaless_reader, schemaless_writer
+from fastavro import schemaless_reader
 from fastavro.read import SchemaResolutionError
 
+from schemas.binary import unfit_field
 from schemas.errors import (
     CorruptMessage,
     InvalidRecord,
@@ -87,14 +88,13 @@ def encode(record: object) -> bytes:
                 f"{schema.name}.{schema.field_names[i]} must be a tuple of str, "
                 f"got {type(value).__name__}"
             )
-    buffer = BytesIO()
-    buffer.write(schema.header)
     try:
-        schemaless_writer(buffer, schema.parsed, dict(zip(schema.field_names, values, strict=True)))
-    except (TypeError, ValueError, OverflowError) as e:
-        # UnicodeEncodeError is a ValueError.
-        raise InvalidRecord(f"{schema.name} does not fit its schema: {e}") from e
-    return buffer.getvalue()
+        return schema.header + schema.write_body(values)
+    except (TypeError, ValueError, OverflowError, AttributeError) as e:
+        # UnicodeEncodeError is a ValueError; a text field holding a non-str has no .encode.
+        at = unfit_field(schema.field_kinds, values)
+        name = schema.name if at is None else f"{schema.name}.{schema.field_names[at]}"
+        raise InvalidRecord(f"{name} does not fit its schema: {e}") from e
 
 
 def _writer_of(data: bytes) -> WriterSchema:

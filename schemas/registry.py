@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from schemas.binary import body_writer
 from schemas.errors import SchemaMismatch
 from schemas.files import (
     AVRO_DIR,
@@ -59,6 +60,8 @@ class RecordSchema:
     field_kinds: tuple[FieldKind, ...]
     values: Callable[[object], tuple[object, ...]]
     """Return the field values of an instance, in field order (no copying of tuples)."""
+    write_body: Callable[[tuple[object, ...]], bytes]
+    """The Avro body of those values (:mod:`schemas.binary`)."""
     long_indices: tuple[int, ...]
     """Positions of the ``long`` fields in :attr:`field_names`."""
     tuple_indices: tuple[int, ...]
@@ -229,6 +232,7 @@ def _load_record(record_cls: type[Record], path: Path, released_dir: Path) -> Re
         field_names=names,
         field_kinds=tuple(k for _, k in kinds),
         values=_values_getter(names),
+        write_body=body_writer(tuple(k for _, k in kinds)),
         long_indices=tuple(i for i, (_, k) in enumerate(kinds) if k in ("long", "optional_long")),
         tuple_indices=tuple(i for i, (_, k) in enumerate(kinds) if k == "string_array"),
         tuple_fields=tuple(n for n, k in kinds if k == "string_array"),

@@ -42,6 +42,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import lru_cache
 from urllib.parse import quote
 
 import orjson
@@ -246,7 +247,15 @@ def differing_fields(original: ContentView, other: ContentView) -> tuple[str, ..
     return tuple(names)
 
 
+@lru_cache(maxsize=4096)
+def _field_kind(name: str, source_time: str, case_sensitive: tuple[str, ...]) -> fields.Kind:
+    # The same few fields of the same few workflows are read for every delivery.
+    return fields.field_kind(name, source_time, case_sensitive)
+
+
+@lru_cache(maxsize=16384)
 def _q(component: str) -> str:
+    # Environments, sources, instruments and intervals repeat across deliveries.
     return quote(component, safe="")
 
 
@@ -310,7 +319,7 @@ class _Reader:
         kind = (
             Kind.TEXT
             if opaque
-            else fields.field_kind(kind_name, source_time, workflow.identity_case_sensitive_fields)
+            else _field_kind(kind_name, source_time, workflow.identity_case_sensitive_fields)
         )
         try:
             return canonical(

@@ -9,7 +9,14 @@ from streams.core.admission.commands import AdmissionEvent, Admit
 from streams.core.admission.state import OccurrenceState
 from streams.core.durations import format_duration, format_time
 from streams.core.errors import IdentityError
-from streams.core.identity import ContentView, content_view, differing_fields, identify, run_id_for
+from streams.core.identity import (
+    ContentView,
+    Occurrence,
+    content_view,
+    differing_fields,
+    identify,
+    run_id_for,
+)
 from streams.core.lifecycle import deduplication_reason
 from streams.core.reasons import (
     REJECT_BEYOND_HORIZON,
@@ -66,7 +73,7 @@ def decide_admit(state: OccurrenceState | None, command: Admit, now: int) -> lis
         )
 
     if state is not None:
-        return _decide_copy(state, delivery, workflow, payload, now)
+        return _decide_copy(state, delivery, workflow, occurrence, now)
 
     in_future = future_refusal(workflow, occurrence, now)
     if in_future is not None:
@@ -114,18 +121,25 @@ def _decide_copy(
     state: OccurrenceState,
     delivery: AdmitDelivery,
     workflow: WorkflowRevised,
-    payload: dict[str, object],
+    occurrence: Occurrence,
     now: int,
 ) -> list[AdmissionEvent]:
     original = state.original
-    # Compare both copies under the *same* (current) definition: if a redeploy changed the
-    # immutable-field list, the stored digest was computed over other fields and comparing
-    # it directly would report a conflict that is only a definition change.
-    stored_payload = load_object(original.payload_json) or {}
-    before = content_view(workflow, stored_payload)
-    now_view = content_view(workflow, payload)
-    if before.digest != now_view.digest:
-        return [_conflict(state, delivery, before, now_view, now)]
+    # The digest covers the immutable fields' names and values and the source time, so equal
+    # digests mean equal content under the current definition too. Only when they differ
+    # are both copies compared under the *same* (current) definition: if a redeploy changed
+    # the immutable-field list, the stored digest was computed over other fields and
+    # comparing it directly would report a conflict that is only a definition change.
+    if original.content_digest != occurrence.content_digest:
+        stored_payload = load_object(original.payload_json) or {}
+        before = content_view(workflow, stored_payload)
+        now_view = ContentView(
+            immutable_values=occurrence.immutable_values,
+            source_time_ms=occurrence.source_time_ms,
+            digest=occurrence.content_digest,
+        )
+        if before.digest != now_view.digest:
+            return [_conflict(state, delivery, before, now_view, now)]
     return [
         DeliveryDeduplicated(
             delivery_id=delivery.delivery_id,

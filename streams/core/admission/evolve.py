@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Iterable
 
 from schemas.events import (
@@ -27,6 +26,7 @@ from streams.core.admission.commands import AdmissionEvent, BranchReport
 from streams.core.admission.state import EVICTION_MARGIN_MS, OccurrenceState, RunState, SlotState
 from streams.core.errors import InconsistentHistory
 from streams.core.lifecycle import BRANCH, RUN, BranchStatus, RunStatus
+from streams.core.records import changed
 
 
 def evolve(state: OccurrenceState | None, event: AdmissionEvent) -> OccurrenceState | None:
@@ -66,7 +66,7 @@ def evolve(state: OccurrenceState | None, event: AdmissionEvent) -> OccurrenceSt
                 f"{state.admission_key}: run {run.run_id} proposed {event.candidate_id} but "
                 "it has no proposing slot or proposed already"
             )
-        return _replace_run(state, dataclasses.replace(run, proposed_kind=event.kind))
+        return _replace_run(state, changed(run, proposed_kind=event.kind))
     if isinstance(event, DispatchRequested | DispatchWithdrawn):
         if run.proposed_kind is None:
             raise InconsistentHistory(
@@ -81,7 +81,7 @@ def evolve(state: OccurrenceState | None, event: AdmissionEvent) -> OccurrenceSt
                 f"it was {event.previous_status}"
             )
         status = RUN.transition(run.status, _run_status(event.status))
-        return _replace_run(state, dataclasses.replace(run, status=status))
+        return _replace_run(state, changed(run, status=status))
     return _replace_run(state, _evolve_slot(state.admission_key, run, event))
 
 
@@ -120,7 +120,7 @@ def _evolve_slot(
             raise InconsistentHistory(f"{key}: slot {event.slot!r} of {run.run_id} launched twice")
         timeout = event.timeout_at_ms - event.launched_at_ms
         new_slot = SlotState(event.slot, BranchStatus.LAUNCHED, event.attempt, event.timeout_at_ms)
-        return dataclasses.replace(
+        return changed(
             run,
             slots=(*run.slots, new_slot),
             branch_timeout_ms=run.branch_timeout_ms or timeout,
@@ -140,12 +140,10 @@ def _evolve_slot(
         moved = SlotState(slot.slot, status, event.attempt, event.timeout_at_ms)
     else:
         status = BRANCH.transition(slot.status, _SLOT_OUTCOME[type(event)])
-        moved = dataclasses.replace(slot, status=status)
+        moved = changed(slot, status=status)
         if isinstance(event, BranchStarted) and event.slot == run.action_propose_slot:
-            run = dataclasses.replace(run, proposal_dequeued_at_ms=event.started_at_ms)
-    return dataclasses.replace(
-        run, slots=tuple(moved if s.slot == slot.slot else s for s in run.slots)
-    )
+            run = changed(run, proposal_dequeued_at_ms=event.started_at_ms)
+    return changed(run, slots=tuple(moved if s.slot == slot.slot else s for s in run.slots))
 
 
 def _evolve_admitted(state: OccurrenceState | None, event: RunAdmitted) -> OccurrenceState:
@@ -204,7 +202,7 @@ def _evict_at(runs: tuple[RunState, ...]) -> int | None:
 
 def _replace_run(state: OccurrenceState, run: RunState) -> OccurrenceState:
     runs = tuple(run if r.run_id == run.run_id else r for r in state.runs)
-    return dataclasses.replace(state, runs=runs)
+    return changed(state, runs=runs)
 
 
 def _run_status(value: str) -> RunStatus:

@@ -16,8 +16,6 @@ trims them to their limits (see :mod:`streams.core.gate.state`).
 
 from __future__ import annotations
 
-import dataclasses
-
 from schemas.events import (
     ActionDispatched,
     CandidateAccepted,
@@ -43,6 +41,7 @@ from streams.core.gate.state import (
     Track,
     empty_state,
 )
+from streams.core.records import changed
 
 _OUTCOME: dict[type, tuple[CandidateStatus, str]] = {
     CandidateAccepted: (CandidateStatus.PENDING, "accepted"),
@@ -119,14 +118,14 @@ def _accept(state: ScopeState, event: CandidateAccepted) -> ScopeState:
     )
     others = [t for t in state.tracks if t.kind != event.kind]
     tracks = tuple(sorted([*others, new_track], key=lambda t: t.kind))
-    return dataclasses.replace(state, tracks=tracks)
+    return changed(state, tracks=tracks)
 
 
 def _settle(
     state: ScopeState, candidate_id: str, status: CandidateStatus, event: Outcome
 ) -> ScopeState:
     tracks = tuple(
-        dataclasses.replace(t, pending=None)
+        changed(t, pending=None)
         if t.pending is not None and t.pending.candidate_id == candidate_id
         else t
         for t in state.tracks
@@ -134,7 +133,7 @@ def _settle(
     decided = _decided(event)
     deadline = event.expires_at_ms if event.expires_at_ms is not None else decided
     settled = Settled(candidate_id, status, max(decided, deadline) + SETTLED_MEMORY_MS)
-    return dataclasses.replace(
+    return changed(
         state,
         tracks=tracks,
         settled=(*state.settled, settled),
@@ -165,7 +164,7 @@ def _hold(state: ScopeState, request: DispatchRequested) -> ScopeState:
         requested_at_ms=request.requested_at_ms,
         forget_at_ms=max(request.requested_at_ms, basis) + SETTLED_MEMORY_MS,
     )
-    return dataclasses.replace(state, held=(*state.held, held)[-HELD_LIMIT:])
+    return changed(state, held=(*state.held, held)[-HELD_LIMIT:])
 
 
 def _housekeep(state: ScopeState, decision: Decision) -> ScopeState:
@@ -173,4 +172,4 @@ def _housekeep(state: ScopeState, decision: Decision) -> ScopeState:
     settled = tuple(s for s in state.settled if s.forget_at_ms > now)[-SETTLED_LIMIT:]
     held = tuple(h for h in state.held if h.forget_at_ms > now)
     recent = (*state.recent, decision)[-RECENT_LIMIT:]
-    return dataclasses.replace(state, settled=settled, held=held, recent=recent)
+    return changed(state, settled=settled, held=held, recent=recent)
