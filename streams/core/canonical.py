@@ -31,6 +31,7 @@ import math
 import re
 from collections.abc import Mapping
 from decimal import Context, Decimal, InvalidOperation
+from functools import lru_cache
 
 import orjson
 
@@ -83,13 +84,10 @@ def canonical(value: object, kind: Kind, *, opaque: bool, structured: bool, boun
     if value is None:
         raise Unreadable(missing=True)
     if isinstance(value, str):
-        text = value.strip()
-        if not text:
-            raise Unreadable(missing=True)
-        control = _CONTROL.search(text)
-        if control is not None:
-            raise Unreadable(missing=False, detail=_control_detail(control.group()))
-        result = _canonical_text(text, kind, opaque)
+        if len(value) <= _CACHED_CHARS:
+            result = _canonical_string_cached(value, kind, opaque)
+        else:
+            result = _canonical_string(value, kind, opaque)
     elif kind is Kind.TIME:
         result = _time(value)
     elif kind is Kind.INTERVAL and isinstance(value, int) and not isinstance(value, bool):
@@ -118,6 +116,22 @@ def canonical(value: object, kind: Kind, *, opaque: bool, structured: bool, boun
             detail=f"is {len(result)} characters long; at most {MAX_FIELD_CHARS} are allowed",
         )
     return result
+
+
+def _canonical_string(value: str, kind: Kind, opaque: bool) -> str:
+    text = value.strip()
+    if not text:
+        raise Unreadable(missing=True)
+    control = _CONTROL.search(text)
+    if control is not None:
+        raise Unreadable(missing=False, detail=_control_detail(control.group()))
+    return _canonical_text(text, kind, opaque)
+
+
+# Venues, instruments, intervals, rules, sides and candle times repeat from one delivery to
+# the next; only short strings are kept, so the cache stays small whatever senders send.
+_CACHED_CHARS = 128
+_canonical_string_cached = lru_cache(maxsize=8192)(_canonical_string)
 
 
 def _canonical_text(text: str, kind: Kind, opaque: bool) -> str:
