@@ -51,6 +51,7 @@ from schemas.errors import SchemaError
 from schemas.events import BranchLaunched, BranchRelaunched
 from schemas.topics import BRANCH_RESULTS, TASKS
 from streams.kafka.clients import idempotent_producer, read_committed_consumer
+from streams.kafka.consuming import take
 from streams.settings import Settings
 
 log = logging.getLogger("sluicegate.worker")
@@ -198,7 +199,7 @@ class BranchWorker:
 
     def step(self, timeout_s: float = 0.2) -> int:
         """Handle one batch of tasks; return how many were handled."""
-        messages = self._consumer.consume(200, timeout=timeout_s)
+        messages = take(self._consumer, 200, timeout_s)
         handled = 0
         for msg in messages:
             if msg.error() is not None or msg.value() is None:

@@ -29,6 +29,7 @@ from schemas.errors import SchemaError
 from schemas.events import DeliveryDeduplicated, DeliveryRejected, OccurrenceConflict, RunAdmitted
 from schemas.topics import RUNS
 from streams.kafka.clients import read_committed_consumer
+from streams.kafka.consuming import take
 from streams.settings import Settings
 
 log = logging.getLogger("sluicegate.ingest.outcomes")
@@ -148,7 +149,7 @@ class OutcomeTracker:
                 attempts += 1
                 self._stop.wait(1.0)
         while not self._stop.is_set():
-            messages = self._consumer.consume(num_messages=500, timeout=0.2)
+            messages = take(self._consumer, 500, 0.2)
             with self._lock:
                 anyone = bool(self._waiters)
             if not anyone:

@@ -68,7 +68,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
-from confluent_kafka import KafkaException, Message, TopicPartition
+from confluent_kafka import KafkaException, TopicPartition
 
 from schemas.topics import DEAD_LETTERS
 from streams.engine import failpoints
@@ -82,6 +82,7 @@ from streams.engine.effects import EffectRunner, is_effectful
 from streams.engine.restore import RESTORE_MARGIN_S, Restorer
 from streams.errors import TransactionUnresolved
 from streams.kafka.clients import read_committed_consumer, transactional_producer
+from streams.kafka.consuming import take
 from streams.settings import Settings
 
 log = logging.getLogger("sluicegate.processor")
@@ -246,7 +247,7 @@ class Processor(Generic[S, C, E]):
         # take what has arrived and go on rather than wait a commit interval for more.
         waiting = self._decider.hurry or (self.effects is not None and self.effects.pending())
         self._decider.hurry = False
-        messages = self._take(0 if waiting else self.commit_interval_s)
+        messages = take(self._consumer, self._budget, 0 if waiting else self.commit_interval_s)
         inputs = [i for i in (read(self.app, m, self._held.stores) for m in messages) if i]
         self.app.prepare([i.record for i in inputs if i.record is not None], self.clock())
         now = self.clock()
@@ -267,22 +268,6 @@ class Processor(Generic[S, C, E]):
                 self.effects.requeue(answers)
         except txn.Unrecordable as e:
             self._isolate(items, now, str(e))
-
-    def _take(self, wait_s: float) -> list[Message]:
-        """What has arrived, up to the budget, waiting at most ``wait_s`` for the first record.
-
-        Never waits for more once one record is there: a lone signal is decided at once
-        rather than after a commit interval. Under load the batch is what the consumer has
-        already fetched, so batches still grow with the backlog (and with a slow commit,
-        during which records keep arriving).
-        """
-        messages = self._consumer.consume(self._budget, timeout=0)
-        if messages or wait_s <= 0:
-            return messages
-        first = self._consumer.poll(wait_s)
-        if first is None:
-            return []
-        return [first, *self._consumer.consume(self._budget - 1, timeout=0)]
 
     def _decide(self, items: Sequence[Item], now: int, *, adapt: bool = False) -> bool:
         """Commit ``items`` in one transaction, deciding them again in place if it aborted;
