@@ -15,6 +15,7 @@ range, tuples for arrays); anything else raises ``TypeError``, ``AttributeError`
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from functools import lru_cache
 from typing import Any
 
 from schemas.mirror import FieldKind
@@ -24,7 +25,7 @@ _NULL = b"\x00"
 _PRESENT = b"\x02"
 
 
-def long_bytes(value: int) -> bytes:
+def _long_bytes(value: int) -> bytes:
     """Zig-zag varint of a signed 64-bit ``value``."""
     n = (value << 1) ^ (value >> 63)
     if n < 128:
@@ -35,6 +36,11 @@ def long_bytes(value: int) -> bytes:
         n >>= 7
     out.append(n)
     return bytes(out)
+
+
+# The events of one transaction share their decision time (and deadlines, revisions, windows
+# and small counts repeat), so most longs were written a moment before.
+long_bytes = lru_cache(maxsize=4096)(_long_bytes)
 
 
 def string_bytes(value: str) -> bytes:

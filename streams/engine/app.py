@@ -63,7 +63,9 @@ class StreamApp(Protocol, Generic[S, C, E]):
 
     def decide(self, state: S | None, command: C, now_ms: int) -> Sequence[E]: ...
 
-    def evolve(self, state: S | None, event: E) -> S | None: ...
+    def evolve(self, state: S | None, event: E) -> S | None:
+        """The state after ``event``; ``state`` itself (the same object) when the event does
+        not change it, so the engine does not write an unchanged state to the changelog."""
 
     def next_due_ms(self, state: S) -> int | None:
         """When this state next needs ``timer_command``; ``None`` for never."""

@@ -108,7 +108,7 @@ class Decider(Generic[S, C, E]):
     ) -> int:
         skey = state_key(key)
         raw = store.get(skey)
-        state = None if raw is None else self.app.decode_state(raw)
+        before = state = None if raw is None else self.app.decode_state(raw)
         old_due = None if state is None else self.app.next_due_ms(state)
         events = self.app.decide(state, command, now)
         for event in events:
@@ -121,7 +121,9 @@ class Decider(Generic[S, C, E]):
         if events and self.produced is not None:
             self.produced.append((partition, key, events))
         new_due = None if state is None else self.app.next_due_ms(state)
-        if events:
+        if events and state is not before:
+            # Outcome-only events (a duplicate's answer) leave the very same state: writing it
+            # again would only repeat its changelog record.
             store.put(skey, None if state is None else self.app.encode_state(state))
         if old_due is not None and (old_due != new_due or fired):
             store.put(timer_key(old_due, key), None)

@@ -28,7 +28,7 @@ from schemas.events import (
 from schemas.topics import BRANCH_RESULTS
 from streams.core.identity import rejection_key
 from tests.support.admission import T0, AdmissionHarness, Outcomes, candle
-from tests.support.kafka import read_topic
+from tests.support.kafka import read_topic, wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -355,3 +355,48 @@ def test_records_are_evicted_after_the_horizon_with_a_changelog_tombstone(
     (rejected,) = out.outcome_for(late.delivery_id)
     assert isinstance(rejected, DeliveryRejected) and rejected.reason == "beyond_horizon"
     assert len(out.of(RunAdmitted)) == 1
+
+
+def test_duplicates_and_rejections_write_nothing_to_the_changelog() -> None:
+    """A duplicate's answer leaves the state as it was, and a rejection has none: neither
+    adds a changelog record (before, each duplicate rewrote the whole state and each
+    rejection wrote a tombstone for a key that never existed). One partition, so that once
+    the last occurrence's record is visible every earlier transaction's is too."""
+    harness = AdmissionHarness(partitions=1)
+    try:
+        harness.apply_workflow()
+        harness.start_processor()
+        first = harness.deliver(candle())
+        harness.wait_for(lambda o: len(o.of(BranchLaunched)) == SLOTS)
+        for _ in range(5):
+            harness.deliver(candle())
+        rejected = AdmitDelivery(
+            delivery_id="d-missing",
+            subscription="btc-breakout",
+            environment="paper",
+            admission_key=rejection_key("btc-breakout", "paper", "d-missing"),
+            source="tradingview",
+            event_id=None,
+            payload_json='{"instrument":"BTCUSDT"}',
+            received_at_ms=harness.clock(),
+            channel="publish",
+        )
+        harness.send(rejected)
+        last = harness.deliver(candle(rule="breakout-v2"))
+        out = harness.wait_for(lambda o: bool(o.outcome_for(last.delivery_id)))
+        assert len(out.of(DeliveryDeduplicated)) == 5
+        assert out.outcome_for(rejected.delivery_id)
+        changelog = harness.settings.topic_named("admission-changelog")
+        last_key = f"s/{last.admission_key}".encode()
+        keys: list[bytes] = []
+
+        def last_is_visible() -> bool:
+            keys[:] = [m.key() or b"" for m in read_topic(harness.settings, changelog)]
+            return last_key in keys
+
+        wait_until(last_is_visible, timeout_s=30)
+        first_key = f"s/{first.admission_key}".encode()
+        assert keys.count(first_key) == 1
+        assert not [k for k in keys if rejected.admission_key.encode() in k]
+    finally:
+        harness.close()
