@@ -66,7 +66,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Generic, TypeVar
+from typing import Generic, TypeVar
 
 from confluent_kafka import KafkaException, TopicPartition
 
@@ -94,6 +94,8 @@ E = TypeVar("E")
 _MIN_BATCH = 20
 _COMMIT_MARGIN_S = 10.0
 """A transaction's calls are retried up to its transaction timeout plus this margin."""
+_ANY_PARTITION = -1
+"""librdkafka's "unassigned partition": the partitioner picks one from the key."""
 IN_PLACE_ATTEMPTS = 5
 """An aborted batch is decided again in place this often (the first transaction after an
 abort often fails too, while the producer bumps its epoch) before it is rewound."""
@@ -414,14 +416,15 @@ class Processor(Generic[S, C, E]):
         partition: int | None,
         headers: list[tuple[str, bytes]] | None = None,
     ) -> None:
-        kwargs: dict[str, Any] = {"key": key.encode(), "value": value}
-        if partition is not None:
-            kwargs["partition"] = partition
-        if headers:
-            kwargs["headers"] = headers
+        encoded = key.encode()
+        chosen = _ANY_PARTITION if partition is None else partition
         while True:
             try:
-                self._producer.produce(topic, **kwargs)
+                # Positional: this runs for every event and changelog record.
+                if headers:
+                    self._producer.produce(topic, value, encoded, chosen, headers=list(headers))
+                else:
+                    self._producer.produce(topic, value, encoded, chosen)
                 return
             except BufferError:
                 self._producer.poll(0.05)
