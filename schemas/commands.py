@@ -188,6 +188,8 @@ class ExposureObserved:
     """The answer to an exposure query: the account's position in the run's instrument.
 
     ``outcome``: ``observed`` (``exposure_quantity`` is set) or ``unknown`` (query failed).
+    ``lot_step`` is the symbol's quantity step as the venue states it (Binance's LOT_SIZE
+    ``stepSize``), ``None`` when it does not; a protection is rounded down to it.
     """
 
     run_id: str
@@ -199,3 +201,4 @@ class ExposureObserved:
     detail: str | None
     queried_at_ms: int
     observed_at_ms: int
+    lot_step: str | None = None

@@ -250,4 +250,5 @@ def exposure_observed(
         detail=None,
         queried_at_ms=queried_at_ms,
         observed_at_ms=observed_at_ms,
+        lot_step=None if answer.lot_step is None else _text(answer.lot_step),
     )

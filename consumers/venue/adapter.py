@@ -239,12 +239,17 @@ class OpenOrders:
 
 @dataclass(frozen=True)
 class Exposure:
-    """What an account holds and has working on one symbol."""
+    """What an account holds and has working on one symbol.
+
+    ``lot_step`` is the symbol's quantity step as the venue states it (Binance's LOT_SIZE
+    ``stepSize``), ``None`` if it states none: an order for any other multiple is refused.
+    """
 
     symbol: str
     base: Balance
     quote: Balance
     open_orders: tuple[Accepted, ...] = field(default_factory=tuple)
+    lot_step: Decimal | None = None
 
 
 PlaceAnswer = Accepted | Rejected | Unknown

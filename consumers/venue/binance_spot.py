@@ -18,7 +18,7 @@ import hashlib
 import hmac
 import json
 from dataclasses import replace
-from decimal import Decimal
+from decimal import Decimal, InvalidOperation
 from typing import Any
 from urllib.parse import urlencode
 
@@ -138,6 +138,7 @@ class BinanceSpotClient:
         self._secret = api_secret
         self._response_type = response_type
         self._assets: dict[str, tuple[str, str]] = {}
+        self._steps: dict[str, Decimal] = {}
 
     def close(self) -> None:
         self._http.close()
@@ -216,7 +217,13 @@ class BinanceSpotClient:
         if isinstance(orders, Unknown):
             return orders
         base, quote = assets
-        return Exposure(symbol, balances.get(base), balances.get(quote), orders.orders)
+        return Exposure(
+            symbol,
+            balances.get(base),
+            balances.get(quote),
+            orders.orders,
+            lot_step=self._steps.get(symbol),
+        )
 
     # -- extras ------------------------------------------------------------------------------
 
@@ -268,6 +275,9 @@ class BinanceSpotClient:
             try:
                 info = answer["symbols"][0]
                 self._assets[symbol] = (info["baseAsset"], info["quoteAsset"])
+                step = _lot_step(info.get("filters"))
+                if step is not None:
+                    self._steps[symbol] = step
             except (KeyError, IndexError, TypeError) as e:
                 return Unknown(UnknownReason.UNREADABLE, f"exchangeInfo: {e!r}")
         return self._assets[symbol]
@@ -332,3 +342,18 @@ def _as_unknown_any(answer: Any) -> Any:
 
 def _unexpected(answer: NotFound) -> Unknown:
     return Unknown(UnknownReason.UNRECOGNIZED, answer.message, answer.code)
+
+
+def _lot_step(filters: object) -> Decimal | None:
+    """The LOT_SIZE ``stepSize`` of a symbol's filters; ``None`` if absent or not a positive
+    decimal (then quantities are not rounded, as before the step was read)."""
+    if not isinstance(filters, list):
+        return None
+    for item in filters:
+        if isinstance(item, dict) and item.get("filterType") == "LOT_SIZE":
+            try:
+                step = Decimal(str(item.get("stepSize")))
+            except InvalidOperation:
+                return None
+            return step if step.is_finite() and step > 0 else None
+    return None

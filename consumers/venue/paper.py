@@ -29,7 +29,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
-from decimal import Decimal
+from decimal import Decimal, InvalidOperation
 from typing import Any
 from urllib.parse import urlencode
 
@@ -151,6 +151,7 @@ class PaperVenueClient:
         self._key = api_key
         self._secret = api_secret
         self._assets: dict[str, tuple[str, str]] = {}
+        self._steps: dict[str, Decimal] = {}
 
     def close(self) -> None:
         self._http.close()
@@ -223,7 +224,13 @@ class PaperVenueClient:
         orders = self.open_orders(symbol, attempt)
         if isinstance(orders, Unknown):
             return orders
-        return Exposure(symbol, balances.get(assets[0]), balances.get(assets[1]), orders.orders)
+        return Exposure(
+            symbol,
+            balances.get(assets[0]),
+            balances.get(assets[1]),
+            orders.orders,
+            lot_step=self._steps.get(symbol),
+        )
 
     # -- internals ---------------------------------------------------------------------------
 
@@ -251,6 +258,9 @@ class PaperVenueClient:
                 return Unknown(UnknownReason.UNREADABLE, f"symbols: {e!r}")
             for s in symbols:
                 self._assets[s["symbol"]] = (s["base"], s["quote"])
+                step = _positive(s.get("step_size"))
+                if step is not None:
+                    self._steps[s["symbol"]] = step
             if symbol not in self._assets:
                 return Unknown(UnknownReason.QUERY_REFUSED, f"the venue lists no symbol {symbol}")
         return self._assets[symbol]
@@ -310,3 +320,12 @@ def _unknown(answer: Rejected | NotFound | Unknown) -> Unknown:
     if isinstance(answer, Unknown):
         return answer
     return Unknown(UnknownReason.QUERY_REFUSED, answer.message, answer.code)
+
+
+def _positive(text: object) -> Decimal | None:
+    """A positive finite decimal from the venue's text, else ``None``."""
+    try:
+        value = Decimal(str(text))
+    except InvalidOperation:
+        return None
+    return value if value.is_finite() and value > 0 else None

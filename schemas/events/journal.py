@@ -217,8 +217,9 @@ class ExposureRecorded:
     """The venue's report of the run's exposure, recorded as a new timestamped observation.
 
     ``sized_quantity`` = min(reported exposure, the entry's executed quantity net of the
-    commission charged in ``asset``, which ``entry_executed_quantity`` records): what the
-    protection will cover (``"0"``: no protection is needed).
+    commission charged in ``asset``, which ``entry_executed_quantity`` records), rounded down to
+    ``lot_step`` when the venue stated one: what the protection will cover (``"0"``: no
+    protection is needed, or less than one step is held).
     """
 
     action_id: str
@@ -231,6 +232,7 @@ class ExposureRecorded:
     queried_at_ms: int
     observed_at_ms: int
     recorded_at_ms: int
+    lot_step: str | None = None
 
 
 @dataclass(frozen=True)

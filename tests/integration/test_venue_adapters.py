@@ -125,6 +125,7 @@ def test_limit_order_rests_locks_and_fills_when_the_price_crosses(
     assert isinstance(exposure, Exposure)
     assert (exposure.quote.free, exposure.quote.locked) == (D("95100"), D("4900"))
     assert [o.client_order_id for o in exposure.open_orders] == ["L1"]
+    assert exposure.lot_step == D("0.00001")  # the symbol's LOT_SIZE step, for sizing
     assert venue.set_price("BTCUSDT", "49000.01") == []
     assert accepted(adapter.query("BTCUSDT", "L1", now_attempt())).status is OrderStatus.NEW
     [fill] = venue.set_price("BTCUSDT", "48900.00")

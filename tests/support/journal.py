@@ -122,6 +122,7 @@ class Venue:
     visibility_delay_ms: int = 2 * SECOND
     behaviour: dict[str, str] = field(default_factory=dict)
     fee: Decimal = Decimal("0.001")
+    lot_step: str | None = None
     orders: list[Order] = field(default_factory=list)
     accepted: Counter[str] = field(default_factory=Counter)
     next_id: int = 77
@@ -218,6 +219,7 @@ class Venue:
             detail=None,
             queried_at_ms=queried_at,
             observed_at_ms=queried_at,
+            lot_step=self.lot_step,
         )
 
 

@@ -84,6 +84,33 @@ def test_protection_is_capped_at_what_the_entry_brought_net_of_its_commission() 
     assert intent.quantity == exposure.sized_quantity == "0.4995"
 
 
+def test_protection_is_rounded_down_to_the_venues_lot_step() -> None:
+    # 0.001 bought, 0.1 % commission in BTC: 0.000999 held, which a venue with a 0.00001 step
+    # refuses; the protection covers the 0.00099 the venue takes, never rounded up.
+    world = World(Venue(lot_step="0.00001"))
+    world.decide(dispatch(quantity="0.001"))
+    world.settle()
+    [exposure] = world.of(ExposureRecorded)
+    assert (exposure.exposure_quantity, exposure.sized_quantity) == ("0.000999", "0.00099")
+    assert exposure.lot_step == "0.00001"
+    [intent] = [e for e in world.of(ActionIntended) if e.action_id == PROTECTION_ID]
+    assert intent.quantity == "0.00099"
+
+
+def test_less_than_one_lot_step_needs_no_protection_and_a_nonsense_step_is_ignored() -> None:
+    below = World(Venue(lot_step="0.01"))
+    below.decide(dispatch(quantity="0.001"))
+    below.settle()
+    [exposure] = below.of(ExposureRecorded)
+    assert exposure.sized_quantity == "0"
+    for step in ("0", "-0.001", "NaN", "lots"):
+        world = World(Venue(lot_step=step))
+        world.decide(dispatch(quantity="0.001"))
+        world.settle()
+        [exposure] = world.of(ExposureRecorded)
+        assert (exposure.sized_quantity, exposure.lot_step) == ("0.000999", None), step
+
+
 def test_protection_waits_for_exposure_and_is_not_intended_before() -> None:
     world = World()
     world.decide(dispatch())

@@ -50,3 +50,19 @@ def test_other_versions_and_garbage_are_refused() -> None:
     short[2][0][3] = short[2][0][3][:-1]
     with pytest.raises(StateFormatError, match="fields"):
         decode_state(orjson.dumps(short))
+
+
+def test_an_exposure_stored_before_the_lot_step_decodes_without_one() -> None:
+    """Journal states written before ``ExposureRecorded.lot_step`` existed hold ten exposure
+    fields; they decode with ``lot_step`` None, and one field fewer still fails."""
+    state = _states()[1]
+    document = orjson.loads(encode_state(state))
+    exposure_at = 12  # position of the exposure in an encoded action
+    [index] = [i for i, a in enumerate(document[2]) if a[exposure_at] is not None]
+    document[2][index][exposure_at] = document[2][index][exposure_at][:-1]
+    decoded = decode_state(orjson.dumps(document))
+    exposure = decoded.actions[index].exposure
+    assert exposure is not None and exposure.lot_step is None
+    document[2][index][exposure_at] = document[2][index][exposure_at][:-1]
+    with pytest.raises(StateFormatError, match="fields"):
+        decode_state(orjson.dumps(document))

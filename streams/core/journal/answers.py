@@ -144,6 +144,9 @@ def on_exposure_observed(batch: Batch, answer: ExposureObserved) -> None:
     elif action.status is not A.SIZING:
         return
     executed = primary.net_executed(answer.asset)
+    step = decimal_of(answer.lot_step)
+    if step is not None and step <= 0:
+        step = None  # a venue's nonsense step is no step: size as if it stated none
     batch.emit(
         ExposureRecorded(
             action_id=action.action_id,
@@ -152,10 +155,11 @@ def on_exposure_observed(batch: Batch, answer: ExposureObserved) -> None:
             asset=answer.asset,
             exposure_quantity=answer.exposure_quantity or "0",
             entry_executed_quantity=decimal_text(executed),
-            sized_quantity=sized_quantity(exposure, executed),
+            sized_quantity=sized_quantity(exposure, executed, step),
             queried_at_ms=answer.queried_at_ms,
             observed_at_ms=answer.observed_at_ms,
             recorded_at_ms=batch.now,
+            lot_step=None if step is None else decimal_text(step),
         )
     )
 

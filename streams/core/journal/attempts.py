@@ -304,8 +304,15 @@ def query(
     )
 
 
-def sized_quantity(exposure: Decimal, executed: Decimal) -> str:
+def sized_quantity(exposure: Decimal, executed: Decimal, step: Decimal | None = None) -> str:
     """What a protection covers: the venue-reported exposure, capped at what the entry's fills
     brought the account (net of commission charged in the asset): an account may hold more of
-    the asset than this run bought, and another run's protection may be about to take it."""
-    return decimal_text(max(Decimal(0), min(exposure, executed)))
+    the asset than this run bought, and another run's protection may be about to take it.
+
+    Rounded down to a whole number of ``step`` (the symbol's lot step) when one is given: a
+    venue refuses any other quantity, and rounding up would sell what the run did not buy.
+    """
+    covered = max(Decimal(0), min(exposure, executed))
+    if step is not None and step > 0:
+        covered = (covered // step) * step
+    return decimal_text(covered)

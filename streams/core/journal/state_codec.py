@@ -152,11 +152,23 @@ def _record(cls: type[R], value: object) -> R | None:
 
 
 def _need(cls: type[R], value: object) -> R:
+    """``cls`` from its positional fields; a record stored before fields were added at its
+    end (with defaults, as schema evolution requires) gets those defaults."""
     values = _of(list, value)
     kinds = _kinds(cls)
-    if len(values) != len(kinds):
+    if not _least_fields(cls) <= len(values) <= len(kinds):
         raise ValueError(f"{cls.__name__} needs {len(kinds)} fields, got {len(values)}")
-    return cls(*(_value(kind, v) for kind, v in zip(kinds, values, strict=True)))
+    return cls(*(_value(kind, v) for kind, v in zip(kinds, values, strict=False)))
+
+
+def _least_fields(cls: type) -> int:
+    """How many leading fields of ``cls`` have no default."""
+    count = 0
+    for f in dataclasses.fields(cls):
+        if f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING:
+            break
+        count += 1
+    return count
 
 
 def _kinds(cls: type) -> tuple[str, ...]:
