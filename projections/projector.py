@@ -30,6 +30,7 @@ from confluent_kafka import (
     KafkaError,
     Message,
 )
+from psycopg.conninfo import conninfo_to_dict
 
 from projections.db import describe_dsn, schema_name
 from projections.errors import OffsetsMoved, ProjectionError, TopicRecreated
@@ -61,13 +62,27 @@ class ProjectorStats:
     started: float = field(default_factory=time.monotonic)
 
 
+def _asynchronous(dsn: str) -> str:
+    """The DSN's ``options`` plus ``synchronous_commit = off``."""
+    given = conninfo_to_dict(dsn).get("options")
+    return f"{given or ''} -c synchronous_commit=off".strip()
+
+
 class Projector:
     """Projects the source topics of ``settings`` into ``schema`` (default: the live one).
 
     :meth:`run` follows the topics until ``stop`` is set; :meth:`run_until` catches up to
     given end offsets (default: the ends when called) and returns. Both resume from the
     offsets stored in the schema. Not thread-safe; one object per thread.
+
+    ``durable_batches=False`` commits batches without waiting for the WAL flush
+    (``synchronous_commit = off``): a PostgreSQL crash may then lose the last batches, rows
+    and offsets together (so they are projected again), which is only for a schema nobody
+    reads before a durable commit follows, such as a rebuild's fresh schema before its swap.
     """
+
+    DEFAULT_BATCH = 2000
+    """Messages per consume call and PostgreSQL transaction, unless ``batch_size`` says."""
 
     def __init__(
         self,
@@ -75,10 +90,11 @@ class Projector:
         *,
         schema: str | None = None,
         topics: tuple[str, ...] | None = None,
-        batch_size: int = 2000,
+        batch_size: int = DEFAULT_BATCH,
         poll_timeout_s: float = 0.2,
         stop: threading.Event | None = None,
         on_progress: Callable[[int], None] | None = None,
+        durable_batches: bool = True,
     ) -> None:
         self.settings = settings
         self.schema = schema or schema_name(settings.topic_prefix)
@@ -87,6 +103,7 @@ class Projector:
         self.poll_timeout_s = poll_timeout_s
         self.stop = stop or threading.Event()
         self.on_progress = on_progress
+        self.durable_batches = durable_batches
         self.stats = ProjectorStats()
         self._conn: psycopg.Connection | None = None
         self._store: Store | None = None
@@ -187,6 +204,7 @@ class Projector:
             self.settings.pg_dsn,
             connect_timeout=5,
             application_name=f"sluicegate-projector:{self.schema}"[:63],
+            options=None if self.durable_batches else _asynchronous(self.settings.pg_dsn),
         )
         try:
             migrate(conn, self.schema, self.settings.topic_prefix)
