@@ -71,7 +71,7 @@ def test_a_batch_with_nul_text_is_stored_scrubbed_with_the_rest_of_its_batch(
                 sql.Identifier(schema, "event_log")
             )
         ).fetchall()
-        counters = dict(
+        counters: dict[str, int] = dict(
             conn.execute(
                 sql.SQL("SELECT label, value FROM {} WHERE name = 'duplicates'").format(
                     sql.Identifier(schema, "counters")
