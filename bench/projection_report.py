@@ -114,8 +114,18 @@ def section(setting: Setting, runs: Sequence[Run]) -> Section:
     ]
     notes.append(
         f"Deliveries/s equivalent: events/s divided by {per:g} events per delivery "
-        "(what admission writes per delivery, issue 12)."
+        "(what admission writes per delivery, issue 12). The live figure is the projector's "
+        "catch-up from a backlog, the highest rate it sustains: a processor writing faster "
+        "than that leaves it a growing lag."
     )
+    if not all(t.met for t in targets):
+        notes.append(
+            "What limits the projector: per record, Python work on the main thread (Avro "
+            "decode, the dataclass, its JSON for event_log and its rows) and, on the writer "
+            "thread, COPY formatting and the wait for PostgreSQL's upserts and index "
+            "maintenance; a bare COPY is PostgreSQL's work alone. The profiles below show the "
+            "split: Projector._map (decode, project) against Projector._apply (Store.write)."
+        )
     for name, frames in setting.profiles.items():
         notes.append(
             f"py-spy profile of {name} (inclusive share of the CPU samples of both threads):\n"
@@ -166,7 +176,16 @@ def top_frames(raw_lines: Iterable[str], limit: int = 15) -> list[str]:
 
 
 # The interpreter's and the profiled script's own frames (on every stack, saying nothing).
-_WRAPPERS = ("<module>", "_run_code", "_run_module_as_main", "main (", "Thread.", "_bootstrap")
+_WRAPPERS = (
+    "<module>",
+    "_run_code",
+    "_run_module_as_main",
+    "main (",
+    "Thread.",
+    "_bootstrap",
+    "_worker (",
+    "_WorkItem.",
+)
 
 
 def _frame_name(frame: str) -> str:
