@@ -209,6 +209,7 @@ class Projector:
                     f"projector did not reach {target} within {timeout_s} s (at {self._positions})"
                 )
             self._step(target)
+        self._settle()  # nothing should be in flight here; if something is, it lands first
         return dict(self._positions)
 
     def end_offsets(self) -> Offsets:
