@@ -20,6 +20,7 @@ execution gateway's (:mod:`projections.journal_tables`).
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from operator import itemgetter
 from typing import Any
 
 from projections.journal_tables import JOURNAL_TABLES
@@ -339,15 +340,21 @@ def reduce_rows(ops: Iterable[RowOp]) -> dict[str, list[Row]]:
     for ``"max"`` the one with the greatest rank (the earliest among equals). ``ops`` must be
     in consumption order, which keeps each partition's order.
     """
-    reduced: dict[str, dict[tuple[object, ...], Row]] = {}
+    reduced: dict[str, dict[object, Row]] = {}
     for table, row in ops:
-        spec = TABLES_BY_NAME[table]
-        rows = reduced.setdefault(table, {})
-        key = spec.key_of(row)
+        rows = reduced.get(table)
+        if rows is None:
+            rows = reduced[table] = {}
+        key = _KEYS[table](row)
         current = rows.get(key)
-        if current is None or (spec.policy == "max" and rank_of(row) > rank_of(current)):
+        if current is None or (_MAX[table] and rank_of(row) > rank_of(current)):
             rows[key] = row
     return {table: list(rows.values()) for table, rows in reduced.items()}
+
+
+# Per table: its key as a hashable value (one ``itemgetter`` call per row), and its policy.
+_KEYS = {spec.name: itemgetter(*spec.key) for spec in TABLES}
+_MAX = {spec.name: spec.policy == "max" for spec in TABLES}
 
 
 def rank_of(row: Row) -> tuple[int, ...]:

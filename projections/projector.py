@@ -9,6 +9,10 @@ Commit order, per batch (this is the whole guarantee):
 3. commit that transaction. Kafka consumer-group offsets are never committed: partitions are
    assigned explicitly, from the offsets stored in PostgreSQL.
 
+One batch is written while the next is polled and mapped (a writer thread, one transaction
+in flight at most): step 2 of batch N+1 starts only once batch N has committed, and a batch
+mapped while its predecessor failed is dropped and read again from the stored offsets.
+
 So the rows and the position that produced them commit or vanish together. A kill -9, or a
 PostgreSQL outage, at any point leaves the database at the end of some whole batch; on start
 (or after reconnecting) the projector re-reads the stored offsets and seeks there, so nothing
@@ -23,6 +27,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import psycopg
@@ -30,6 +35,7 @@ from confluent_kafka import (
     KafkaError,
     Message,
 )
+from psycopg.conninfo import conninfo_to_dict
 
 from projections.db import describe_dsn, schema_name
 from projections.errors import OffsetsMoved, ProjectionError, TopicRecreated
@@ -61,13 +67,27 @@ class ProjectorStats:
     started: float = field(default_factory=time.monotonic)
 
 
+def _asynchronous(dsn: str) -> str:
+    """The DSN's ``options`` plus ``synchronous_commit = off``."""
+    given = conninfo_to_dict(dsn).get("options")
+    return f"{given or ''} -c synchronous_commit=off".strip()
+
+
 class Projector:
     """Projects the source topics of ``settings`` into ``schema`` (default: the live one).
 
     :meth:`run` follows the topics until ``stop`` is set; :meth:`run_until` catches up to
     given end offsets (default: the ends when called) and returns. Both resume from the
     offsets stored in the schema. Not thread-safe; one object per thread.
+
+    ``durable_batches=False`` commits batches without waiting for the WAL flush
+    (``synchronous_commit = off``): a PostgreSQL crash may then lose the last batches, rows
+    and offsets together (so they are projected again), which is only for a schema nobody
+    reads before a durable commit follows, such as a rebuild's fresh schema before its swap.
     """
+
+    DEFAULT_BATCH = 2000
+    """Messages per consume call and PostgreSQL transaction, unless ``batch_size`` says."""
 
     def __init__(
         self,
@@ -75,10 +95,11 @@ class Projector:
         *,
         schema: str | None = None,
         topics: tuple[str, ...] | None = None,
-        batch_size: int = 2000,
+        batch_size: int = DEFAULT_BATCH,
         poll_timeout_s: float = 0.2,
         stop: threading.Event | None = None,
         on_progress: Callable[[int], None] | None = None,
+        durable_batches: bool = True,
     ) -> None:
         self.settings = settings
         self.schema = schema or schema_name(settings.topic_prefix)
@@ -87,10 +108,16 @@ class Projector:
         self.poll_timeout_s = poll_timeout_s
         self.stop = stop or threading.Event()
         self.on_progress = on_progress
+        self.durable_batches = durable_batches
         self.stats = ProjectorStats()
         self._conn: psycopg.Connection | None = None
         self._store: Store | None = None
         self._positions: Offsets = {}
+        self._ahead: Offsets = {}
+        """The positions once the batch in flight has committed (:attr:`_positions` else)."""
+        self._pending: tuple[Future[tuple[Offsets, int]], int] | None = None
+        """The batch being written: its outcome (positions after it, parked) and size."""
+        self._writer: ThreadPoolExecutor | None = None
         self._left_behind = False
         """Whether a step passed over messages (or an end) at or past its target: they are no
         longer in the consumer's stream, so a further target must seek back for them."""
@@ -99,7 +126,15 @@ class Projector:
     # -- lifecycle -------------------------------------------------------------------------
 
     def close(self) -> None:
-        """Close the consumer and the connection (nothing is committed to Kafka)."""
+        """Close the consumer and the connection (nothing is committed to Kafka); a batch
+        still being written commits or rolls back first."""
+        if self._pending is not None:
+            with contextlib.suppress(Exception):
+                self._pending[0].result()
+            self._pending = None
+        if self._writer is not None:
+            self._writer.shutdown(wait=True)
+            self._writer = None
         self._sources.close()
         self._close_pg()
 
@@ -119,6 +154,7 @@ class Projector:
         reported, last = time.monotonic(), 0
         while not self.stop.is_set():
             if time.monotonic() - self._sources.last_discovery > 10.0:
+                self._settle()
                 try:
                     self._sources.assign(self._positions, only_if_changed=True)
                 except TopicRecreated:
@@ -137,6 +173,7 @@ class Projector:
                     self.stats.parked,
                 )
                 reported, last = time.monotonic(), self.stats.messages
+        self._settle()
 
     def run_until(
         self, until: Mapping[tuple[str, int], int] | None = None, timeout_s: float | None = None
@@ -159,22 +196,29 @@ class Projector:
                 f"target offsets {beyond} lie beyond the ends of their partitions {ends}"
             )
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
-        while not self._reached(target):
+        while not self._reached(target, self._positions):
+            if self._pending is not None and self._reached(target, self._ahead):
+                self._settle()
+                continue
             if self.stop.is_set():
+                self._settle()
                 raise ProjectionError("stopped before catching up")
             if deadline is not None and time.monotonic() > deadline:
+                self._settle()
                 raise ProjectionError(
                     f"projector did not reach {target} within {timeout_s} s (at {self._positions})"
                 )
             self._step(target)
+        self._settle()  # nothing should be in flight here; if something is, it lands first
         return dict(self._positions)
 
     def end_offsets(self) -> Offsets:
         """The current read_committed end (last stable offset) of every source partition."""
         return self._sources.end_offsets()
 
-    def _reached(self, target: Mapping[tuple[str, int], int]) -> bool:
-        return all(self._positions.get(tp, 0) >= o for tp, o in target.items())
+    @staticmethod
+    def _reached(target: Mapping[tuple[str, int], int], positions: Offsets) -> bool:
+        return all(positions.get(tp, 0) >= o for tp, o in target.items())
 
     # -- PostgreSQL --------------------------------------------------------------------------
 
@@ -187,6 +231,7 @@ class Projector:
             self.settings.pg_dsn,
             connect_timeout=5,
             application_name=f"sluicegate-projector:{self.schema}"[:63],
+            options=None if self.durable_batches else _asynchronous(self.settings.pg_dsn),
         )
         try:
             migrate(conn, self.schema, self.settings.topic_prefix)
@@ -196,6 +241,7 @@ class Projector:
             conn.close()
             raise
         self._conn, self._store, self._positions = conn, store, positions
+        self._ahead = dict(positions)
 
     def _close_pg(self) -> None:
         if self._conn is not None:
@@ -236,7 +282,7 @@ class Projector:
             tp, offset = self._sources.where(m)
             if tp is None:
                 continue
-            current = advance.get(tp, self._positions.get(tp, 0))
+            current = advance.get(tp, self._ahead.get(tp, 0))
             err = m.error()
             if err is not None:
                 if err.code() == KafkaError._PARTITION_EOF:
@@ -261,8 +307,15 @@ class Projector:
                 continue
             per_message.append((tp, offset, self._map(m, tp, offset), m.value()))
             advance[tp] = offset + 1
+        if not self._settle():
+            return  # re-seeked: what this step consumed is read again from the stored offsets
         if advance:
-            self._write(per_message, advance)
+            expected = dict(self._ahead)
+            self._ahead.update(advance)
+            if self._writer is None:
+                self._writer = ThreadPoolExecutor(1, thread_name_prefix="projector-writer")
+            future = self._writer.submit(self._apply, per_message, advance, expected)
+            self._pending = (future, len(per_message))
 
     def _map(self, m: Message, tp: tuple[str, int], offset: int) -> list[RowOp]:
         raw_key = m.key()
@@ -280,65 +333,77 @@ class Projector:
             return park(source, value, f"{type(e).__name__}: {e}")
         return project(source, record)
 
-    def _write(
-        self,
-        per_message: list[_Mapped],
-        advance: Offsets,
-    ) -> None:
+    def _apply(
+        self, per_message: list[_Mapped], advance: Offsets, expected: Offsets
+    ) -> tuple[Offsets, int]:
+        """Write one batch (on the writer thread); the positions after it and how many
+        messages PostgreSQL refused (parked)."""
         assert self._store is not None
         ops = [op for _, _, msg_ops, _ in per_message for op in msg_ops]
         try:
-            try:
-                self._store.write(ops, advance, self._positions)
-                self._positions.update(advance)
-            except (psycopg.DataError, psycopg.IntegrityError) as e:
-                log.error("batch refused by PostgreSQL (%s); writing it message by message", e)
-                self._write_isolated(per_message, advance)
+            self._store.write(ops, advance, expected)
+        except (psycopg.DataError, psycopg.IntegrityError) as e:
+            log.error("batch refused by PostgreSQL (%s); writing it message by message", e)
+            return self._write_isolated(per_message, advance, dict(expected))
+        return {**expected, **advance}, 0
+
+    def _settle(self) -> bool:
+        """Wait for the batch in flight; False when it failed and the consumer was re-seeked
+        to the stored offsets (after reconnecting, when the connection was the problem)."""
+        if self._pending is None:
+            return True
+        future, count = self._pending
+        self._pending = None
+        try:
+            self._positions, parked = future.result()
         except OffsetsMoved:
             log.warning("stored offsets moved (rebuild swap or second projector); re-seeking")
             self.stats.reseeks += 1
             self._reload()
-            return
+            return False
         except psycopg.Error as e:
             # Connection lost, server restarted, schema dropped...: the transaction rolled
             # back (or its outcome is unknown); the stored offsets say which.
             log.warning("PostgreSQL error (%s): %s; reconnecting", type(e).__name__, e)
             self.stats.reconnects += 1
             self._connect_with_backoff()
-            return
+            return False
+        self.stats.parked += parked
         self.stats.batches += 1
-        self.stats.messages += len(per_message)
+        self.stats.messages += count
         if self.on_progress is not None:
-            self.on_progress(len(per_message))
+            self.on_progress(count)
+        return True
 
     def _write_isolated(
-        self,
-        per_message: list[_Mapped],
-        advance: Offsets,
-    ) -> None:
+        self, per_message: list[_Mapped], advance: Offsets, positions: Offsets
+    ) -> tuple[Offsets, int]:
         """Write a batch one message per transaction, parking any message PostgreSQL refuses.
 
         Only data errors get here (a value PostgreSQL cannot store); parking keeps the
         projector moving without dropping the message.
         """
         assert self._store is not None
+        parked = 0
         for tp, offset, ops, value in per_message:
             step = {tp: offset + 1}
             try:
-                self._store.write(ops, step, self._positions)
+                self._store.write(ops, step, positions)
             except (psycopg.DataError, psycopg.IntegrityError) as e:
                 text = f"PostgreSQL refused the rows: {type(e).__name__}: {e}"
                 log.error("parked %s[%d]@%d: %s", tp[0], tp[1], offset, text)
-                self.stats.parked += 1
+                parked += 1
                 source = Source(tp[0], tp[1], offset)
-                self._store.write(park(source, value, text), step, self._positions)
-            self._positions.update(step)
-        rest = {tp: o for tp, o in advance.items() if o > self._positions.get(tp, 0)}
+                self._store.write(park(source, value, text), step, positions)
+            positions.update(step)
+        rest = {tp: o for tp, o in advance.items() if o > positions.get(tp, 0)}
         if rest:
-            self._store.write([], rest, self._positions)
-            self._positions.update(rest)
+            self._store.write([], rest, positions)
+            positions.update(rest)
+        return positions, parked
 
     def _reload(self) -> None:
         assert self._store is not None
         self._positions = self._store.load_offsets()
+        self._ahead = dict(self._positions)
         self._sources.assign(self._positions, only_if_changed=False)

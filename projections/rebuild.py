@@ -1,7 +1,8 @@
 """Rebuild the read model from the topics, and verify it against the live one.
 
 ``rebuild`` projects every source topic from the beginning into a fresh schema
-(``<live>__rebuild``) and then swaps it in: in one transaction, holding the writers' lock, the
+(``<live>__rebuild``, its secondary indexes built once after the load: :mod:`.indexes`) and
+then swaps it in: in one transaction, holding the writers' lock, the
 live schema is renamed away, the fresh one renamed to the live name and the old one dropped.
 A projector running meanwhile notices that the stored offsets moved and seeks to the new ones.
 
@@ -32,6 +33,8 @@ from projections.db import (
     schema_name,
 )
 from projections.errors import ProjectionError, ProjectionUnavailable
+from projections.indexes import build_indexes, defer_indexes
+from projections.migrate import migrate
 from projections.model import META_TABLES, TABLES
 from projections.progress import Progress
 from projections.projector import Projector
@@ -166,8 +169,18 @@ def rebuild(
                 "`sluicegate projections rebuild` (without --verify) or start the projector"
             )
         drop_schema(conn, fresh)
+        migrate(conn, fresh, settings.topic_prefix)
+        deferred = defer_indexes(conn, fresh)
         bar = Progress("rebuild", 0, stream, enabled=show_progress)
-        projector = Projector(settings, schema=fresh, batch_size=5000, on_progress=bar.advance)
+        # Nobody reads the fresh schema before the swap, whose commit is durable and so
+        # flushes every batch written before it: the batches need not wait for the disk.
+        projector = Projector(
+            settings,
+            schema=fresh,
+            batch_size=5000,
+            on_progress=bar.advance,
+            durable_batches=False,
+        )
         swapped = False
         try:
             target = stored_offsets(conn, live) if verify else projector.end_offsets()
@@ -184,6 +197,7 @@ def rebuild(
                     timeout_s=timeout_s,
                 )
             else:
+                build_indexes(conn, deferred)
                 if _before_swap is not None:
                     _before_swap()
                 _swap(conn, live, fresh)

@@ -4,6 +4,13 @@ Bulk path per table: ``COPY`` the reduced rows into a session temp table (create
 connection, ``ON COMMIT DELETE ROWS``), then one ``INSERT ... SELECT ... ON CONFLICT`` into
 the real table with the table's policy. Counters are raised only by the rows that upsert
 reports as inserted (``RETURNING``), so applying a batch twice cannot double a count.
+``event_log`` (:data:`APPEND_ONLY`) is copied straight into its table: it holds one row per
+source offset, and the offset check below admits each offset into one committed batch only.
+
+Rows are copied with the tables' column types declared (no per-value type lookup) and
+without the per-value NUL scrub; a batch whose text holds a NUL (PostgreSQL text cannot)
+fails on the client before anything reaches the table, and is then written again with every
+value passed through :func:`~projections.model.storable`, so the stored rows are the same.
 
 Writers of one schema serialize on a transaction-level advisory lock, and each batch first
 checks that the stored offsets are those the writer last saw (:class:`OffsetsMoved` if not),
@@ -13,7 +20,9 @@ so a rebuild swapping its schema in, or a second projector, can never interleave
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from operator import itemgetter
 
 import psycopg
 from psycopg import sql
@@ -22,7 +31,6 @@ from projections.db import lock_key
 from projections.errors import OffsetsMoved
 from projections.model import (
     TABLES,
-    TABLES_BY_NAME,
     CounterKey,
     Row,
     RowOp,
@@ -33,9 +41,43 @@ from projections.model import (
 
 Offsets = dict[tuple[str, int], int]
 
+APPEND_ONLY = frozenset({"event_log"})
+"""Tables keyed by the source position alone: written with a plain ``COPY``, no upsert."""
+
 
 def _tmp(spec: TableSpec) -> sql.Identifier:
     return sql.Identifier(f"_sg_tmp_{spec.name}")
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """How one table's rows are written: statements and column types, prepared once."""
+
+    spec: TableSpec
+    values: Callable[[Row], tuple[object, ...]]
+    types: list[str]
+    copy: sql.Composed
+    upsert: sql.Composed | None
+
+
+_JSON = frozenset({"json", "jsonb"})
+
+
+def column_types(conn: psycopg.Connection, schema: str) -> dict[str, list[str]]:
+    """``{table: [type of each column of its TableSpec, in spec order]}`` as PostgreSQL
+    names them (``text``, ``bigint[]``, ``jsonb``...)."""
+    rows = conn.execute(
+        "SELECT c.relname, a.attname, format_type(a.atttypid, a.atttypmod) "
+        "FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid "
+        "JOIN pg_namespace n ON n.oid = c.relnamespace "
+        "WHERE n.nspname = %s AND a.attnum > 0 AND NOT a.attisdropped",
+        (schema,),
+    ).fetchall()
+    by_table: dict[str, dict[str, str]] = {}
+    for table, column, kind in rows:
+        # JSON columns take their text as it is (their dumper would encode it again).
+        by_table.setdefault(str(table), {})[str(column)] = "text" if kind in _JSON else str(kind)
+    return {spec.name: [by_table[spec.name][c] for c in spec.columns] for spec in TABLES}
 
 
 class Store:
@@ -45,14 +87,28 @@ class Store:
         self.conn = conn
         self.schema = schema
         self._lock = lock_key(schema)
-        self._statements = {spec.name: self._upsert_sql(spec) for spec in TABLES}
         with conn.transaction():
             for spec in TABLES:
-                conn.execute(
-                    sql.SQL(
-                        "CREATE TEMP TABLE IF NOT EXISTS {} (LIKE {}) ON COMMIT DELETE ROWS"
-                    ).format(_tmp(spec), sql.Identifier(schema, spec.name))
-                )
+                if spec.name not in APPEND_ONLY:
+                    conn.execute(
+                        sql.SQL(
+                            "CREATE TEMP TABLE IF NOT EXISTS {} (LIKE {}) ON COMMIT DELETE ROWS"
+                        ).format(_tmp(spec), sql.Identifier(schema, spec.name))
+                    )
+            types = column_types(conn, schema)
+        self._plans = {spec.name: self._plan(spec, types[spec.name]) for spec in TABLES}
+
+    def _plan(self, spec: TableSpec, types: list[str]) -> _Plan:
+        cols = sql.SQL(", ").join(sql.Identifier(c) for c in spec.columns)
+        direct = spec.name in APPEND_ONLY
+        into = sql.Identifier(self.schema, spec.name) if direct else _tmp(spec)
+        return _Plan(
+            spec=spec,
+            values=itemgetter(*spec.columns),
+            types=types,
+            copy=sql.SQL("COPY {} ({}) FROM STDIN").format(into, cols),
+            upsert=None if direct else self._upsert_sql(spec),
+        )
 
     def _upsert_sql(self, spec: TableSpec) -> sql.Composed:
         cols = sql.SQL(", ").join(sql.Identifier(c) for c in spec.columns)
@@ -62,6 +118,8 @@ class Store:
             t=target, cols=cols, tmp=_tmp(spec)
         )
         if spec.policy == "first":
+            if spec.counters is None:
+                return insert + sql.SQL("ON CONFLICT ({key}) DO NOTHING").format(key=key)
             returning = sql.SQL(", ").join(sql.Identifier(c) for c in spec.key)
             return insert + sql.SQL("ON CONFLICT ({key}) DO NOTHING RETURNING {ret}").format(
                 key=key, ret=returning
@@ -100,32 +158,60 @@ class Store:
         nothing is written and :class:`OffsetsMoved` is raised. Database errors propagate
         after the transaction rolled back.
         """
-        reduced = reduce_rows(ops)
+        appended: dict[str, list[Row]] = {}
+        merged: list[RowOp] = []
+        for op in ops:
+            if op[0] in APPEND_ONLY:
+                appended.setdefault(op[0], []).append(op[1])
+            else:
+                merged.append(op)
+        tables = {**appended, **reduce_rows(merged)}
+        try:
+            self._transaction(tables, offsets, expected, scrub=False)
+        except psycopg.DataError:
+            # Most likely a NUL in some text; the retry scrubs every value (and re-raises
+            # when the data is wrong in another way).
+            self._transaction(tables, offsets, expected, scrub=True)
+
+    def _transaction(
+        self,
+        tables: Mapping[str, list[Row]],
+        offsets: Mapping[tuple[str, int], int],
+        expected: Mapping[tuple[str, int], int],
+        *,
+        scrub: bool,
+    ) -> None:
         with self.conn.transaction():
             self.conn.execute("SELECT pg_advisory_xact_lock(%s)", (self._lock,))
             stored = self._read_offsets()
             if stored != dict(expected):
                 raise OffsetsMoved(f"stored offsets of {self.schema} moved under this writer")
             counts: Counter[CounterKey] = Counter()
-            for name, rows in reduced.items():
-                spec = TABLES_BY_NAME[name]
-                inserted = self._upsert(spec, rows)
-                if spec.counters is not None:
+            for name, rows in tables.items():
+                plan = self._plans[name]
+                inserted = self._copy(plan, rows, scrub)
+                if plan.spec.counters is not None:
                     for row in inserted:
-                        counts.update(spec.counters(row))
+                        counts.update(plan.spec.counters(row))
             if counts:
                 self._add_counters(counts)
             if offsets:
                 self._store_offsets(offsets)
 
-    def _upsert(self, spec: TableSpec, rows: list[Row]) -> list[Row]:
+    def _copy(self, plan: _Plan, rows: list[Row], scrub: bool) -> list[Row]:
+        """Write ``rows``; the inserted ones of a counted table (for its counters)."""
+        values = [plan.values(row) for row in rows]
+        if scrub:
+            values = [tuple(storable(v) for v in value) for value in values]
         cur = self.conn.cursor()
-        cols = sql.SQL(", ").join(sql.Identifier(c) for c in spec.columns)
-        values = [[storable(row[c]) for c in spec.columns] for row in rows]
-        with cur.copy(sql.SQL("COPY {} ({}) FROM STDIN").format(_tmp(spec), cols)) as copy:
+        with cur.copy(plan.copy) as copy:
+            copy.set_types(plan.types)
             for value in values:
                 copy.write_row(value)
-        cur.execute(self._statements[spec.name])
+        if plan.upsert is None:
+            return []
+        cur.execute(plan.upsert)
+        spec = plan.spec
         if spec.policy != "first" or spec.counters is None:
             return []
         key_at = [spec.columns.index(c) for c in spec.key]

@@ -1,0 +1,50 @@
+"""Section 4's report (bench.projection_report): rates, targets, failed runs, profiles."""
+
+from __future__ import annotations
+
+from bench.projection_report import Run, Setting, section, top_frames
+
+SETTING = Setting(
+    events=10_000, deliveries=900, rows=20_000, events_per_delivery=5, batch_size=2000
+)
+
+
+def test_rates_are_medians_and_the_targets_say_by_how_much() -> None:
+    runs = [
+        Run(10_000, live_s=1.0, rebuild_s=1.0, copy_s=0.5),
+        Run(10_000, live_s=2.0, rebuild_s=0.8, copy_s=0.5),
+        Run(10_000, live_s=0.5, rebuild_s=2.0, copy_s=0.5),
+    ]
+    s = section(SETTING, runs)
+    assert s.order == 4
+    rows = {row[0]: row for row in s.tables[0].rows}
+    assert rows["live projector"][1] == "10,000 (5,000 to 20,000)"
+    assert rows["projections rebuild"][1] == "10,000 (5,000 to 12,500)"
+    assert rows["bare COPY of the same rows"][1] == "20,000 (20,000 to 20,000)"
+    assert rows["projections rebuild"][2] == "0.50"
+    assert rows["live projector"][3] == "2,000"
+    rebuild, live = s.targets
+    assert rebuild.met and rebuild.measured.startswith("0.50 x")
+    assert not live.met
+    assert live.wanted.startswith(">= 50,000 events/s")
+    assert live.by == "short by 40,000 events/s (20% of the target)"
+
+
+def test_a_run_with_wrong_counts_is_named_and_left_out() -> None:
+    runs = [
+        Run(10_000, live_s=1.0, rebuild_s=1.0, copy_s=1.0),
+        Run(10_000, live_s=0.1, rebuild_s=0.1, copy_s=1.0, counts_ok=False, problems=("x",)),
+    ]
+    s = section(SETTING, runs)
+    assert s.tables[0].rows[1][1] == "10,000 (10,000 to 10,000)"
+    assert any("Run 2 failed its count check (x)" in n for n in s.notes)
+    assert section(SETTING, runs[1:]).targets == []
+
+
+def test_top_frames_are_inclusive_once_per_sample_without_wrappers() -> None:
+    raw = [
+        "<module> (run.py:1);f (a/x.py:3);g (a/y.py:9);f (a/x.py:4) 3",
+        "<module> (run.py:1);h (b/z.py:1) 1",
+        "not a profile line",
+    ]
+    assert top_frames(raw) == [" 75.0%  f (x.py)", " 75.0%  g (y.py)", " 25.0%  h (z.py)"]
