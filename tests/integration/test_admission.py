@@ -35,6 +35,22 @@ pytestmark = pytest.mark.integration
 SLOTS = 3
 
 
+def missing_identity(harness: AdmissionHarness) -> AdmitDelivery:
+    """A delivery of btc-breakout whose payload lacks its identity fields (keyed as ingest
+    keys what it cannot identify)."""
+    return AdmitDelivery(
+        delivery_id="d-missing",
+        subscription="btc-breakout",
+        environment="paper",
+        admission_key=rejection_key("btc-breakout", "paper", "d-missing"),
+        source="tradingview",
+        event_id=None,
+        payload_json='{"instrument":"BTCUSDT"}',
+        received_at_ms=harness.clock(),
+        channel="publish",
+    )
+
+
 @pytest.fixture()
 def harness() -> Iterator[AdmissionHarness]:
     h = AdmissionHarness(partitions=3)
@@ -304,17 +320,7 @@ def test_unknown_subscription_and_missing_identity_are_rejected(
         received_at_ms=harness.clock(),
         channel="publish",
     )
-    missing = AdmitDelivery(
-        delivery_id="d-missing",
-        subscription="btc-breakout",
-        environment="paper",
-        admission_key=rejection_key("btc-breakout", "paper", "d-missing"),
-        source="tradingview",
-        event_id=None,
-        payload_json='{"instrument":"BTCUSDT"}',
-        received_at_ms=harness.clock(),
-        channel="publish",
-    )
+    missing = missing_identity(harness)
     harness.send(unknown)
     harness.send(missing)
     out: Outcomes = harness.wait_for_outcomes(2)
@@ -370,17 +376,7 @@ def test_duplicates_and_rejections_write_nothing_to_the_changelog() -> None:
         harness.wait_for(lambda o: len(o.of(BranchLaunched)) == SLOTS)
         for _ in range(5):
             harness.deliver(candle())
-        rejected = AdmitDelivery(
-            delivery_id="d-missing",
-            subscription="btc-breakout",
-            environment="paper",
-            admission_key=rejection_key("btc-breakout", "paper", "d-missing"),
-            source="tradingview",
-            event_id=None,
-            payload_json='{"instrument":"BTCUSDT"}',
-            received_at_ms=harness.clock(),
-            channel="publish",
-        )
+        rejected = missing_identity(harness)
         harness.send(rejected)
         last = harness.deliver(candle(rule="breakout-v2"))
         out = harness.wait_for(lambda o: bool(o.outcome_for(last.delivery_id)))

@@ -27,12 +27,13 @@ from tests.support.engine_toy import (
     ToyApp,
     ToyEvent,
     ToyState,
+    create_toy_topics,
     out_events,
     produce_records,
     record,
 )
 from tests.support.faults import Faulty, kafka_error
-from tests.support.kafka import create_topics, unique_settings, wait_until
+from tests.support.kafka import unique_settings, wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -79,15 +80,7 @@ class EffectToy(ToyApp):
 @pytest.fixture()
 def toy() -> Iterator[tuple[Settings, EffectToy]]:
     settings = unique_settings(partitions=2)
-    create_topics(
-        settings,
-        [
-            (settings.topic_named("in"), 2, False),
-            (settings.topic_named("changelog"), 2, True),
-            (settings.topic_named("out"), 2, False),
-            (settings.topic_named("dead-letters"), 1, False),
-        ],
-    )
+    create_toy_topics(settings, 2)
     yield settings, EffectToy(settings)
 
 

@@ -22,11 +22,12 @@ from tests.support.engine_toy import (
     ToyApp,
     ToyProcessor,
     admitted,
+    create_toy_topics,
     produce_records,
     record,
 )
 from tests.support.faults import Faulty, kafka_error
-from tests.support.kafka import create_topics, unique_settings, wait_until
+from tests.support.kafka import unique_settings, wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -36,15 +37,7 @@ RECORDS = 300
 @pytest.fixture()
 def toy() -> Iterator[tuple[Settings, ToyApp]]:
     settings = unique_settings(partitions=3)
-    create_topics(
-        settings,
-        [
-            (settings.topic_named("in"), 3, False),
-            (settings.topic_named("changelog"), 3, True),
-            (settings.topic_named("out"), 3, False),
-            (settings.topic_named("dead-letters"), 1, False),
-        ],
-    )
+    create_toy_topics(settings, 3)
     yield settings, ToyApp(settings)
 
 

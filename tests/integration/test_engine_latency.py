@@ -10,9 +10,16 @@ from __future__ import annotations
 import pytest
 
 from streams.engine.processor import Processor
-from tests.support.engine_toy import Running, ToyApp, ToyProcessor, admitted, produce_records
+from tests.support.engine_toy import (
+    Running,
+    ToyApp,
+    ToyProcessor,
+    admitted,
+    create_toy_topics,
+    produce_records,
+)
 from tests.support.engine_toy import record as toy_record
-from tests.support.kafka import create_topics, unique_settings, wait_until
+from tests.support.kafka import unique_settings, wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -21,15 +28,7 @@ INTERVAL_MS = 30_000
 
 def test_each_lone_record_is_decided_long_before_the_commit_interval() -> None:
     settings = unique_settings(partitions=2)
-    create_topics(
-        settings,
-        [
-            (settings.topic_named("in"), 2, False),
-            (settings.topic_named("changelog"), 2, True),
-            (settings.topic_named("out"), 2, False),
-            (settings.topic_named("dead-letters"), 1, False),
-        ],
-    )
+    create_toy_topics(settings, 2)
     processor: ToyProcessor = Processor(
         settings, ToyApp(settings), instance_id="lone", commit_interval_ms=INTERVAL_MS
     )

@@ -18,7 +18,7 @@ from confluent_kafka import Producer
 from streams.engine.app import InputError, Route
 from streams.engine.processor import Processor
 from streams.settings import Settings
-from tests.support.kafka import read_topic
+from tests.support.kafka import create_topics, read_topic
 
 
 @dataclass(frozen=True)
@@ -118,6 +118,19 @@ class ToyApp:
             return []
         # Only the head of the id: the whole record may be what could not be written.
         return [Refused(key=str(record.get("key", "")), record_id=record["id"][:64], reason=reason)]
+
+
+def create_toy_topics(settings: Settings, partitions: int) -> None:
+    """The toy's input, changelog and output topics, and the dead letters."""
+    create_topics(
+        settings,
+        [
+            (settings.topic_named("in"), partitions, False),
+            (settings.topic_named("changelog"), partitions, True),
+            (settings.topic_named("out"), partitions, False),
+            (settings.topic_named("dead-letters"), 1, False),
+        ],
+    )
 
 
 def record(key: str, record_id: str) -> tuple[str, bytes]:
