@@ -197,12 +197,15 @@ class Processor(Generic[S, C, E]):
             list(self.app.input_topics),
             on_assign=lambda _, partitions: self._assigned(partitions),
             on_revoke=lambda _, partitions: self._revoked(partitions),
-            on_lost=lambda _, partitions: self._revoked(partitions),
+            on_lost=lambda _, partitions: self._revoked(partitions, lost=True),
         )
         log.info("processor %s started", self.who)
         try:
             while not self.stop_event.is_set():
                 self.step()
+        except BaseException:
+            self._held.checkpoints = False  # a transaction's outcome may be unknown
+            raise
         finally:
             self._close()
 
@@ -217,10 +220,10 @@ class Processor(Generic[S, C, E]):
             for partition in sorted(set(self._held.stores) - held):
                 self.effects.restored(partition, self._held.stores[partition])
 
-    def _revoked(self, partitions: Sequence[TopicPartition]) -> None:
+    def _revoked(self, partitions: Sequence[TopicPartition], lost: bool = False) -> None:
         if self.effects is not None:
             self.effects.revoked({tp.partition for tp in partitions})
-        self._held.revoke(partitions, self.stats)
+        self._held.revoke(partitions, self.stats, lost=lost)
 
     def _close(self) -> None:
         if self.effects is not None:
