@@ -64,9 +64,17 @@ def sample_state() -> tuple[str, bytes, int]:
     return delivery.admission_key, encode_state(state), due
 
 
-def admission_records(count: int, tag: str = "") -> Iterator[tuple[bytes, bytes]]:
-    """``count`` changelog records: state and timer of ``count // 2`` admission keys."""
+FAR_FUTURE_MS = 10 * 365 * 86_400_000
+
+
+def admission_records(
+    count: int, tag: str = "", *, far_future: bool = False
+) -> Iterator[tuple[bytes, bytes | None]]:
+    """``count`` changelog records: state and timer of ``count // 2`` admission keys
+    (``far_future``: timers ten years later, so that a processor holding them fires none)."""
     key, value, due = sample_state()
+    if far_future:
+        due += FAR_FUTURE_MS
     for n in range(count):
         occurrence = f"{key}#{tag}{n // 2}"
         if n % 2 == 0:
