@@ -123,6 +123,8 @@ def run_child(settings: Settings) -> tuple[dict[str, float], float]:
         peak = 0.0
         settle = time.monotonic() + SETTLE_S
         while time.monotonic() < settle:
+            if child.poll() is not None:
+                raise RuntimeError(f"the processor stopped ({child.returncode}); see its log")
             peak = max(peak, rss_mib(child.pid))
             time.sleep(0.1)
         child.send_signal(signal.SIGTERM)
@@ -171,6 +173,8 @@ def child() -> int:
     thread.start()
     while not processor.stats.assigned and thread.is_alive():
         time.sleep(0.02)
+    if not thread.is_alive():
+        return 1  # stopped before its assignment: its log says why
     stats = processor.stats
     print(
         json.dumps({"restored": stats.restored_records, "seconds": stats.restore_seconds}),

@@ -12,11 +12,13 @@ import random
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
 from confluent_kafka import Producer
 
 from streams.engine.restore import READER_TUNING, RESTORE_BATCH, Restorer
+from tests.support.faults import Faulty
 from tests.support.kafka import create_topics, unique_settings
 
 pytestmark = pytest.mark.integration
@@ -33,7 +35,7 @@ def test_a_restore_across_fetches_and_an_aborted_transaction_equals_the_changelo
     create_topics(settings, [(topic, 1, True)])
     fetch = int(str(READER_TUNING["max.partition.fetch.bytes"]))
     records = 3 * fetch // VALUE_BYTES + 5000  # more than three full fetches
-    assert records > 3 * RESTORE_BATCH
+    assert records > RESTORE_BATCH  # and more than one write batch
     rng = random.Random(12)
     expected: dict[str, bytes] = {}
     committed = 0
@@ -88,3 +90,38 @@ def test_a_restore_across_fetches_and_an_aborted_transaction_equals_the_changelo
     print(f"\nrestored {restored} records ({committed} committed) in {elapsed:.2f} s")
     assert restored == committed
     assert held == expected
+
+
+def test_a_restore_longer_than_the_bound_completes_while_it_progresses(tmp_path: Path) -> None:
+    """The bound is for a transaction that keeps the read from progressing, not for the
+    size of the state: a large changelog takes as long as it takes."""
+    settings = unique_settings(partitions=1)
+    topic = settings.topic_named("changelog")
+    create_topics(settings, [(topic, 1, True)])
+    plain = Producer(settings.producer_config(**{"enable.idempotence": True, "linger.ms": 20}))
+    for n in range(5000):
+        plain.produce(topic, key=f"s/k{n}".encode(), value=b"v", partition=0)
+    assert plain.flush(60) == 0
+
+    bound_s = 1.0
+    restorer = Restorer(settings, f"{settings.topic_prefix}restore", bound_s=bound_s)
+    reader = Faulty(restorer._reader)
+    restorer._reader = reader  # type: ignore[assignment]
+
+    def slowly(real: Any, num_messages: int, timeout: float) -> Any:
+        time.sleep(0.3)  # a slow machine: 500 records per 0.3 s
+        return real(500, timeout=timeout)
+
+    reader.around("consume", slowly)
+    try:
+        started = time.monotonic()
+        store, restored = restorer.restore(
+            topic, 0, tmp_path / "p0", count=1, deadline=started + bound_s, owner="check"
+        )
+        elapsed = time.monotonic() - started
+        store.close()
+    finally:
+        restorer.close()
+    print(f"\nrestored {restored} records in {elapsed:.1f} s with a bound of {bound_s} s")
+    assert restored == 5000
+    assert elapsed > 2 * bound_s
