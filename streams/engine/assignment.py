@@ -70,6 +70,7 @@ class Assignment:
             count += records
             if store.get(PARTITIONS_KEY) is None:
                 self.unrecorded.add(partition)
+        deadline = max(deadline, time.monotonic() + self.restorer.bound_s)
         positions = [
             TopicPartition(t, p, self.restorer.low_watermark(t, p, deadline) if o is None else o)
             for (t, p), o in committed.items()

@@ -194,6 +194,8 @@ class Restorer:
         filled from the changelog's start. Raises :class:`PartitionCountChanged` if the
         changelog partition was written with another partition count than ``count``.
         """
+        # Each partition may wait its own bound: the restores before it took their time.
+        deadline = max(deadline, time.monotonic() + self.bound_s)
         store, start = self._open(
             topic, partition, path, count=count, deadline=deadline, owner=owner
         )
@@ -221,10 +223,18 @@ class Restorer:
             return PartitionStore(path, fresh=True), None
         if kept is None:
             return PartitionStore(path, fresh=True), None
-        changelog = self.describe(topic, partition, deadline)
+        try:
+            changelog = self.describe(topic, partition, deadline)
+        except StateRestoreError as e:
+            log.warning("%s[%d]: %s; restoring in full", topic, partition, e)
+            return PartitionStore(path, fresh=True), None
         why = checkpoint.judge(kept, changelog, partitions=count, owner=owner, now_ms=_now_ms())
         if why is None and path.is_dir():
-            store = PartitionStore(path, fresh=False)
+            try:
+                store = PartitionStore(path, fresh=False)
+            except Exception as e:  # a damaged store is wiped, whatever RocksDB says of it
+                log.warning("%s[%d]: cannot open the kept store (%s)", topic, partition, e)
+                return PartitionStore(path, fresh=True), None
             if store.sequence() == kept.sequence:
                 log.info(
                     "%s[%d]: kept the local store; reading the changelog from offset %d to %d",
