@@ -44,6 +44,9 @@ class Assignment:
         self.offsets: dict[tuple[str, int], int] = {}  # committed, of every assigned partition
         self.partitions = 0  # the co-partitioned topics' count when assigned
         self.unrecorded: set[int] = set()  # changelog partitions without m/partitions yet
+        # Whether a revoke may leave checkpoints: False once the instance stops on an error
+        # (a transaction's outcome may be unknown, so the stores may not match the changelog).
+        self.checkpoints = True
 
     def assign(
         self, consumer: Consumer, partitions: Sequence[TopicPartition], stats: ProcessorStats
@@ -59,13 +62,15 @@ class Assignment:
                 self.changelog_topic,
                 partition,
                 self.state_dir / f"p{partition}",
-                self.partitions,
-                deadline,
+                count=self.partitions,
+                deadline=deadline,
+                owner=self.who,
             )
             self.stores[partition] = store
             count += records
             if store.get(PARTITIONS_KEY) is None:
                 self.unrecorded.add(partition)
+        deadline = max(deadline, time.monotonic() + self.restorer.bound_s)
         positions = [
             TopicPartition(t, p, self.restorer.low_watermark(t, p, deadline) if o is None else o)
             for (t, p), o in committed.items()
@@ -76,14 +81,36 @@ class Assignment:
         restored(stats, count, elapsed, sorted(self.stores))
         log.info("assigned %s: restored %d records in %.2f s", stats.assigned, count, elapsed)
 
-    def revoke(self, partitions: Sequence[TopicPartition], stats: ProcessorStats) -> None:
+    def revoke(
+        self, partitions: Sequence[TopicPartition], stats: ProcessorStats, *, lost: bool = False
+    ) -> None:
+        """Close the stores of ``partitions``; on a clean revoke (not ``lost``, no error
+        stopped the instance) each leaves a checkpoint, so taking it back restores only what
+        it lacks (``checkpoint.py``). A store whose checkpoint fails is simply closed: the
+        next assignment restores it in full."""
         for tp in partitions:
             self.offsets.pop((tp.topic, tp.partition), None)
+        keep = self.checkpoints and not lost
+        deadline = time.monotonic() + 30.0
         for partition in sorted({tp.partition for tp in partitions}):
             store = self.stores.pop(partition, None)
-            if store is not None:
-                store.close()
             self.unrecorded.discard(partition)
+            if store is None:
+                continue
+            if not keep or store.pending():
+                store.close()
+                continue
+            try:
+                self.restorer.leave_checkpoint(
+                    store,
+                    self.changelog_topic,
+                    partition,
+                    count=self.partitions,
+                    owner=self.who,
+                    deadline=deadline,
+                )
+            except Exception as e:  # a checkpoint only saves time: it never fails a revoke
+                log.warning("no checkpoint for partition %d: %s", partition, e)
         stats.assigned = sorted(self.stores)
         log.info("revoked; now holding %s", stats.assigned)
 

@@ -55,7 +55,9 @@ with the reason and its original bytes, plus the app's :meth:`StreamApp.undecida
 Assignment (``restore.py``): partition counts are checked, committed offsets are read stable,
 each partition's store is restored from its changelog to the true end, and the consumer is
 assigned at exactly those offsets. On revocation the stores are closed (no transaction is
-ever open during a rebalance, see 1).
+ever open during a rebalance, see 1); a clean revoke leaves a checkpoint of the changelog
+position each store reflects (``checkpoint.py``), so taking the partition back reads only
+what the store lacks. Lost partitions and an instance stopping on an error leave none.
 """
 
 from __future__ import annotations
@@ -201,12 +203,15 @@ class Processor(Generic[S, C, E]):
             list(self.app.input_topics),
             on_assign=lambda _, partitions: self._assigned(partitions),
             on_revoke=lambda _, partitions: self._revoked(partitions),
-            on_lost=lambda _, partitions: self._revoked(partitions),
+            on_lost=lambda _, partitions: self._revoked(partitions, lost=True),
         )
         log.info("processor %s started", self.who)
         try:
             while not self.stop_event.is_set():
                 self.step()
+        except BaseException:
+            self._held.checkpoints = False  # a transaction's outcome may be unknown
+            raise
         finally:
             self._close()
 
@@ -221,10 +226,10 @@ class Processor(Generic[S, C, E]):
             for partition in sorted(set(self._held.stores) - held):
                 self.effects.restored(partition, self._held.stores[partition])
 
-    def _revoked(self, partitions: Sequence[TopicPartition]) -> None:
+    def _revoked(self, partitions: Sequence[TopicPartition], lost: bool = False) -> None:
         if self.effects is not None:
             self.effects.revoked({tp.partition for tp in partitions})
-        self._held.revoke(partitions, self.stats)
+        self._held.revoke(partitions, self.stats, lost=lost)
 
     def _close(self) -> None:
         if self.effects is not None:

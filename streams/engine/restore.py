@@ -18,6 +18,17 @@ On assignment, before any record of a partition is decided (:class:`Restorer`):
    read_committed end offset would be the last *stable* offset and stop before an open
    transaction whose offsets step 2 already counted.
 
+   With a valid local checkpoint (``checkpoint.py``: left by a clean revoke or close) the
+   store is kept and read from the checkpoint's offset on; otherwise it is wiped and read
+   from the start. Either way the changelog is read to the same true end, so the state is
+   the same; the checkpoint only saves reading what the store already holds.
+
+The read is a bulk load: large fetches, batches of :data:`RESTORE_BATCH` records written to
+RocksDB as one write batch of the raw keys and values (nothing decoded), without the
+write-ahead log (``rocks.py``), with the cyclic garbage collector paused. Measured: 1,000,000
+admission changelog records (500,000 states of 854 bytes and their timers) in 14.6 s before,
+4.4 to 4.7 s now, on 2 shared cores.
+
 Steps 2 and 3 wait at most the transaction timeout plus a margin (the broker aborts an
 expired transaction on its next check, every 10 s by default); then
 :class:`~streams.errors.StateRestoreError` says which partition is stuck. The caller assigns
@@ -26,16 +37,28 @@ the consumer at exactly the offsets of step 2.
 
 from __future__ import annotations
 
+import ctypes
+import gc
 import logging
 import time
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
+from confluent_kafka import (
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Message,
+    TopicCollection,
+    TopicPartition,
+)
+from confluent_kafka.admin import ConfigResource, ResourceType  # type: ignore[attr-defined]
 
+from streams.engine import checkpoint
+from streams.engine.checkpoint import CheckpointError
 from streams.engine.store import PARTITIONS_KEY, PartitionStore
 from streams.errors import PartitionCountChanged, StateRestoreError
-from streams.kafka.clients import read_committed_consumer, uncommitted_consumer
+from streams.kafka.clients import admin_client, read_committed_consumer, uncommitted_consumer
 from streams.kafka.offsets import RETRY_PAUSE_S, transient, watermarks
 from streams.settings import Settings
 
@@ -43,6 +66,22 @@ log = logging.getLogger("sluicegate.processor")
 
 RESTORE_MARGIN_S = 30.0
 """Waited beyond the transaction timeout for open transactions to be resolved."""
+
+TRIM_AFTER = 100_000
+"""A restore of at least this many records returns its freed memory to the system."""
+RESTORE_BATCH = 10_000
+"""Changelog records consumed, and written to RocksDB as one write batch, at a time."""
+READER_TUNING: dict[str, object] = {
+    "enable.partition.eof": True,
+    "auto.offset.reset": "earliest",
+    # A restore reads one partition from its start: fetches of 4 MiB and a prefetch queue of
+    # 16 MiB keep it as fast as 16/64 MiB did (measured) at less than half the peak memory
+    # (1,000,000 records: 386 MiB peak instead of 881 MiB).
+    "max.partition.fetch.bytes": 4 * 1024 * 1024,
+    "queued.max.messages.kbytes": 16 * 1024,
+    "queued.min.messages": 20_000,
+}
+
 
 MIGRATE = (
     "partition counts of keyed topics are fixed for the life of a deployment; to change "
@@ -60,9 +99,10 @@ class Restorer:
         self._reader = read_committed_consumer(
             settings,
             group_id=group,
-            tuning={"enable.partition.eof": True, "auto.offset.reset": "earliest"},
+            tuning=READER_TUNING,
         )
         self._ends = uncommitted_consumer(settings, group_id=f"{group}-ends")
+        self._admin = admin_client(settings)
 
     def close(self) -> None:
         self._reader.close()
@@ -145,16 +185,22 @@ class Restorer:
     # -- 3. the changelog to its true end --------------------------------------------------
 
     def restore(
-        self, topic: str, partition: int, path: Path, count: int, deadline: float
+        self, topic: str, partition: int, path: Path, *, count: int, deadline: float, owner: str
     ) -> tuple[PartitionStore, int]:
-        """A wiped store for ``partition`` filled from its changelog, and the records read.
+        """The store for ``partition`` at the changelog's true end, and the records read.
 
-        Raises :class:`PartitionCountChanged` if the changelog partition was written with
-        another partition count than ``count``.
+        With a valid local checkpoint (``checkpoint.py``) the store at ``path`` is kept and
+        only the changelog after the checkpoint is read; otherwise the store is wiped and
+        filled from the changelog's start. Raises :class:`PartitionCountChanged` if the
+        changelog partition was written with another partition count than ``count``.
         """
-        store = PartitionStore(path, fresh=True)
+        # Each partition may wait its own bound: the restores before it took their time.
+        deadline = max(deadline, time.monotonic() + self.bound_s)
+        store, start = self._open(
+            topic, partition, path, count=count, deadline=deadline, owner=owner
+        )
         try:
-            restored = self._fill(store, topic, partition, deadline)
+            restored = self._fill(store, topic, partition, deadline, start)
             recorded = store.get(PARTITIONS_KEY)
             if recorded is not None and int(recorded) != count:
                 raise PartitionCountChanged(
@@ -166,45 +212,186 @@ class Restorer:
             raise
         return store, restored
 
-    def _fill(self, store: PartitionStore, topic: str, partition: int, deadline: float) -> int:
+    def _open(
+        self, topic: str, partition: int, path: Path, *, count: int, deadline: float, owner: str
+    ) -> tuple[PartitionStore, int | None]:
+        """The store to fill and the offset to fill it from (``None``: wiped, from the start)."""
+        try:
+            kept = checkpoint.take(checkpoint.path_of(path))
+        except (CheckpointError, OSError) as e:
+            log.warning("%s[%d]: checkpoint unreadable (%s); restoring all", topic, partition, e)
+            return PartitionStore(path, fresh=True), None
+        if kept is None:
+            return PartitionStore(path, fresh=True), None
+        try:
+            changelog = self.describe(topic, partition, deadline)
+        except StateRestoreError as e:
+            log.warning("%s[%d]: %s; restoring in full", topic, partition, e)
+            return PartitionStore(path, fresh=True), None
+        why = checkpoint.judge(kept, changelog, partitions=count, owner=owner, now_ms=_now_ms())
+        if why is None and path.is_dir():
+            try:
+                store = PartitionStore(path, fresh=False)
+            except Exception as e:  # a damaged store is wiped, whatever RocksDB says of it
+                log.warning("%s[%d]: cannot open the kept store (%s)", topic, partition, e)
+                return PartitionStore(path, fresh=True), None
+            if store.sequence() == kept.sequence:
+                log.info(
+                    "%s[%d]: kept the local store; reading the changelog from offset %d to %d",
+                    topic,
+                    partition,
+                    kept.offset,
+                    changelog.high,
+                )
+                return store, kept.offset
+            why = f"the store is at sequence {store.sequence()}, the checkpoint {kept.sequence}"
+            store.close()
+        log.warning("%s[%d]: checkpoint not used (%s); restoring in full", topic, partition, why)
+        return PartitionStore(path, fresh=True), None
+
+    def leave_checkpoint(
+        self,
+        store: PartitionStore,
+        topic: str,
+        partition: int,
+        *,
+        count: int,
+        owner: str,
+        deadline: float,
+    ) -> None:
+        """Flush and close ``store`` and write its checkpoint (``checkpoint.py``).
+
+        Call only while this instance still owns ``partition`` with no transaction open and
+        every committed write applied to ``store`` (a clean revoke): the changelog's high
+        watermark is then the position the store reflects.
+        """
+        try:
+            sequence = store.flush()
+        finally:
+            store.close()
+        changelog = self.describe(topic, partition, deadline)
+        checkpoint.write(
+            checkpoint.path_of(store.path),
+            checkpoint.Checkpoint(
+                changelog=topic,
+                partition=partition,
+                topic_id=changelog.topic_id,
+                partitions=count,
+                offset=changelog.high,
+                sequence=sequence,
+                owner=owner,
+                written_ms=_now_ms(),
+            ),
+        )
+
+    def describe(self, topic: str, partition: int, deadline: float) -> checkpoint.Changelog:
+        """The changelog partition's topic id, watermarks and ``delete.retention.ms``."""
         low, high = self._watermarks(topic, partition, deadline)
-        if high <= low:
+        timeout = max(1.0, min(deadline - time.monotonic(), 30.0))
+        try:
+            (described,) = self._admin.describe_topics(
+                TopicCollection([topic]), request_timeout=timeout
+            ).values()
+            resource = ConfigResource(ResourceType.TOPIC, topic)
+            (configured,) = self._admin.describe_configs(
+                [resource], request_timeout=timeout
+            ).values()
+            topic_id = str(described.result(timeout).topic_id)
+            retention = int(configured.result(timeout)["delete.retention.ms"].value)
+        except (KafkaException, KeyError, ValueError, TypeError) as e:
+            raise StateRestoreError(f"cannot describe {topic}: {e}") from e
+        return checkpoint.Changelog(topic, partition, topic_id, low, high, retention)
+
+    def _fill(
+        self, store: PartitionStore, topic: str, partition: int, deadline: float, start: int | None
+    ) -> int:
+        """Read ``topic[partition]`` from ``start`` (its low watermark if ``None``) to its
+        true end into ``store``; the records read.
+
+        The bulk path: each consumed batch becomes one RocksDB write batch of the raw keys and
+        values (a tombstone deletes), nothing decoded and no object kept per record.
+        """
+        low, high = self._watermarks(topic, partition, deadline)
+        position = low if start is None else start
+        if high <= position:
             return 0
         restored = 0
-        self._reader.assign([TopicPartition(topic, partition, low)])
+        self._reader.assign([TopicPartition(topic, partition, position)])
+        collecting = gc.isenabled()
+        # Each consumed message is a GC-tracked object: with the cyclic collector on, a
+        # million of them trigger collections that took a tenth of the restore (py-spy). The
+        # loop makes no cycles; reference counting frees every message as before.
+        gc.disable()
+        # Bounded is the wait for a transaction that holds the read back, not the size of the
+        # state: the limit moves on whenever the position does.
+        limit = max(deadline, time.monotonic() + self.bound_s)
         try:
-            position = low
             while position < high:
-                if time.monotonic() > deadline:
+                now = time.monotonic()
+                if now > limit:
                     raise StateRestoreError(
                         f"{topic}[{partition}] did not get past offset {position} to its end "
-                        f"{high} within {self.bound_s:.0f} s: a transaction there is still "
+                        f"{high} for {self.bound_s:.0f} s: a transaction there is still "
                         "open past the transaction timeout; check the broker"
                     )
-                batch: list[tuple[str, bytes | None]] = []
-                for msg in self._reader.consume(5000, timeout=0.2):
-                    position = max(position, self._position_after(msg, topic, partition, batch))
-                if batch:
-                    store.restore_batch(iter(batch))
+                before = position
+                messages = self._reader.consume(RESTORE_BATCH, timeout=0.2)
+                if not messages:
+                    continue
+                batch = store.batch()
+                put, delete = batch.put, batch.delete
+                last = None
+                for msg in messages:
+                    if msg.error() is not None:
+                        position = max(position, self._end_of_partition(msg, topic, partition))
+                        continue
+                    value = msg.value()
+                    if value is None:
+                        delete(msg.key() or b"")
+                    else:
+                        put(msg.key() or b"", value)
+                    last = msg
+                if last is not None:
+                    position = max(position, (last.offset() or 0) + 1)
                     restored += len(batch)
+                    store.write(batch)
+                if position > before:
+                    limit = max(limit, now + self.bound_s)
         finally:
+            if collecting:
+                gc.enable()
             self._reader.unassign()
+        if restored >= TRIM_AFTER:
+            release_freed_memory()
         return restored
 
     @staticmethod
-    def _position_after(
-        msg: Message, topic: str, partition: int, batch: list[tuple[str, bytes | None]]
-    ) -> int:
-        """The offset after ``msg`` (an end-of-partition event carries the position)."""
+    def _end_of_partition(msg: Message, topic: str, partition: int) -> int:
+        """The position an end-of-partition event carries; any other error stops the restore."""
         err = msg.error()
-        offset = msg.offset() or 0
-        if err is not None:
-            if err.code() == KafkaError._PARTITION_EOF:
-                return offset
-            raise StateRestoreError(f"{topic}[{partition}]: {err.str()}")
-        key = msg.key()
-        batch.append(("" if key is None else bytes(key).decode("utf-8", "replace"), msg.value()))
-        return offset + 1
+        assert err is not None
+        if err.code() == KafkaError._PARTITION_EOF:
+            return msg.offset() or 0
+        raise StateRestoreError(f"{topic}[{partition}]: {err.str()}")
+
+
+def release_freed_memory() -> None:
+    """Give the heap that a large restore freed back to the system (glibc only).
+
+    The fetch buffers and message objects of a restore are freed when it ends, but glibc keeps
+    the pages in its arenas (librdkafka's threads allocate, the main thread frees), so the
+    process stayed at its peak: 470 MiB after restoring 1,000,000 records, 112 MiB after this.
+    Elsewhere (another C library) it does nothing.
+    """
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        libc.malloc_trim(0)
+    except (OSError, AttributeError):
+        return
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
 
 
 def _names(partitions: Sequence[TopicPartition]) -> str:

@@ -7,6 +7,10 @@ Kafka transaction is open; they reach RocksDB only after that transaction commit
 (:meth:`apply`), and an aborted transaction simply :meth:`discard`\\ s them. So RocksDB holds
 committed state only, and the buffer is what the changelog records of the open transaction
 carry.
+
+RocksDB runs with the explicit options of ``rocks.py`` (bounded memory, no write-ahead log):
+what the store holds survives a restart only through :meth:`flush` and a checkpoint
+(``checkpoint.py``); a store opened without a valid checkpoint is wiped.
 """
 
 from __future__ import annotations
@@ -16,7 +20,9 @@ import shutil
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-from rocksdict import Options, Rdict, WriteBatch
+from rocksdict import Rdict, WriteBatch
+
+from streams.engine.rocks import NO_WAL, store_options
 
 log = logging.getLogger("sluicegate.processor")
 
@@ -69,10 +75,8 @@ class PartitionStore:
         if fresh and path.exists():
             shutil.rmtree(path)
         path.mkdir(parents=True, exist_ok=True)
-        options = Options(raw_mode=True)
-        options.create_if_missing(True)
         self.path = path
-        self._db = Rdict(str(path), options=options)
+        self._db = Rdict(str(path), options=store_options())
         self._buffer: dict[str, bytes | None] = {}
 
     def get(self, store_key: str) -> bytes | None:
@@ -101,14 +105,47 @@ class PartitionStore:
         self._buffer = {}
 
     def restore_batch(self, items: Iterable[tuple[str, bytes | None]]) -> None:
-        """Write (key, value-or-None) pairs straight to RocksDB (changelog restore)."""
+        """Write (key, value-or-None) pairs straight to RocksDB."""
         batch = WriteBatch(raw_mode=True)
         for key, value in items:
             if value is None:
                 batch.delete(key.encode())
             else:
                 batch.put(key.encode(), value)
-        self._db.write(batch)
+        self.write(batch)
+
+    @staticmethod
+    def batch() -> WriteBatch:
+        """An empty batch of raw (bytes) writes for :meth:`write` (the restore's bulk path)."""
+        return WriteBatch(raw_mode=True)
+
+    def write(self, batch: WriteBatch) -> None:
+        """Write ``batch`` to RocksDB at once (no write-ahead log, see ``rocks.py``)."""
+        self._db.write(batch, NO_WAL)
+
+    def flush(self) -> int:
+        """Flush the memtables to SST files and wait; the sequence number they end at.
+
+        After this, closing and reopening the store finds exactly what it holds now, and
+        :meth:`sequence` of the reopened store returns the same number (a checkpoint records
+        it, so a store that lost unflushed writes is recognised).
+        """
+        self._db.flush(True)
+        return self.sequence()
+
+    def sequence(self) -> int:
+        """RocksDB's latest sequence number (every write advances it)."""
+        return int(self._db.latest_sequence_number())
+
+    def memory(self) -> dict[str, int]:
+        """RocksDB's own memory figures for this store, in bytes (for operators and tests)."""
+        names = {
+            "memtables": "rocksdb.cur-size-all-mem-tables",
+            "table_readers": "rocksdb.estimate-table-readers-mem",
+            "block_cache": "rocksdb.block-cache-usage",
+            "pinned": "rocksdb.block-cache-pinned-usage",
+        }
+        return {name: int(self._db.property_int_value(p) or 0) for name, p in names.items()}
 
     def due_timers(self, now_ms: int, limit: int) -> list[tuple[str, str]]:
         """Committed timers due by ``now_ms``: (timer store key, state key), oldest first."""

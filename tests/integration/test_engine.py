@@ -57,10 +57,12 @@ def test_duplicates_are_admitted_once_across_a_restart(toy: tuple[Settings, ToyA
     thread.join(30)
     assert processor.stats.dead_letters == 1
 
-    # A new instance restores the state from the changelog: the repeats stay repeats.
+    # A new instance restores the state from the changelog: the repeats stay repeats. (Another
+    # instance id: "a" restarted would keep its local store and read nothing, see
+    # test_engine_checkpoint.py.)
     again = [(key_of[i], json.dumps({"key": key_of[i], "id": i}).encode()) for i in ids[100:400]]
     produce_records(settings, again)
-    second = Processor(settings, app, instance_id="a", batch_size=100)
+    second = Processor(settings, app, instance_id="b", batch_size=100)
     thread = start(second)
     wait_until(lambda: second.stats.records >= len(again), timeout_s=60)
     second.stop()

@@ -1,0 +1,90 @@
+"""The RocksDB options of every partition store, explicit so that memory stays bounded.
+
+RocksDB's defaults grow with the data: index and filter blocks of every SST file are held on
+the heap outside any cache (``cache_index_and_filter_blocks=false``) and every file stays open
+(``max_open_files=-1``), so memory rises with the number of files, i.e. with the state. Here
+every store of a process shares one budget:
+
+* **Block cache** (:data:`BLOCK_CACHE_BYTES`, one LRU cache per process): data blocks *and*
+  index and filter blocks are charged to it (level-0 ones pinned), so reads never hold more.
+* **Memtables** (:data:`MEMTABLE_BYTES` each, at most :data:`MEMTABLES` per store), and one
+  write-buffer manager per process caps all stores' memtables together at
+  :data:`WRITE_BUFFERS_BYTES` (a full one is flushed early rather than stalling writes).
+* **Open files**: at most :data:`MAX_OPEN_FILES` per store.
+* Bloom filters (10 bits per key) so that looking up a key that was never admitted (most
+  deliveries) rarely reads a block; LZ4 compression.
+
+**No write-ahead log** (:data:`NO_WAL`): the store is a cache of the changelog, trusted after
+a restart only when a checkpoint says what it holds (``checkpoint.py``); a checkpoint is
+written only after the memtables were flushed to SST files, and without one the store is
+wiped and restored. A WAL would protect nothing and cost a checksum and a write per record.
+
+Memory per process is therefore about ``BLOCK_CACHE_BYTES + WRITE_BUFFERS_BYTES`` plus a few
+MiB per open store, whatever the number of records. To trade memory for read speed, change
+these constants (they are not settings: a store's memory should not be tuned by accident).
+"""
+
+from __future__ import annotations
+
+import threading
+
+from rocksdict import (
+    BlockBasedOptions,
+    Cache,
+    DBCompressionType,
+    Options,
+    WriteBufferManager,
+    WriteOptions,
+)
+
+MiB = 1024 * 1024
+BLOCK_CACHE_BYTES = 32 * MiB
+MEMTABLE_BYTES = 16 * MiB
+MEMTABLES = 2
+WRITE_BUFFERS_BYTES = 64 * MiB
+MAX_OPEN_FILES = 256
+
+_shared: tuple[Cache, WriteBufferManager] | None = None
+_lock = threading.Lock()
+
+
+def _budget() -> tuple[Cache, WriteBufferManager]:
+    """The process's block cache and write-buffer manager, shared by every store."""
+    global _shared  # noqa: PLW0603 - one budget per process is the point
+    with _lock:
+        if _shared is None:
+            _shared = (Cache(BLOCK_CACHE_BYTES), WriteBufferManager(WRITE_BUFFERS_BYTES, False))
+        return _shared
+
+
+def store_options() -> Options:
+    """Options for one partition store (raw bytes keys and values)."""
+    cache, buffers = _budget()
+    table = BlockBasedOptions()
+    table.set_block_cache(cache)
+    table.set_cache_index_and_filter_blocks(True)
+    table.set_pin_l0_filter_and_index_blocks_in_cache(True)
+    table.set_bloom_filter(10, False)
+    options = Options(raw_mode=True)
+    options.create_if_missing(True)
+    options.set_block_based_table_factory(table)
+    options.set_write_buffer_size(MEMTABLE_BYTES)
+    options.set_max_write_buffer_number(MEMTABLES)
+    options.set_write_buffer_manager(buffers)
+    options.set_max_open_files(MAX_OPEN_FILES)
+    options.set_compression_type(DBCompressionType.lz4())
+    options.set_max_background_jobs(2)
+    options.set_keep_log_file_num(2)
+    return options
+
+
+def no_wal() -> WriteOptions:
+    """Write options for every store write: no write-ahead log (see the module docstring)."""
+    options = WriteOptions()
+    # rocksdict's stub declares a method; the extension has a property (checked: a write
+    # with this option is gone after kill -9, a default write survives it).
+    options.disable_wal = True  # type: ignore[assignment,method-assign]
+    return options
+
+
+NO_WAL = no_wal()

@@ -1,0 +1,127 @@
+"""The bulk restore path: the restored store is exactly the changelog's last word per key.
+
+A changelog partition larger than several fetches holds overwrites, tombstones (also of
+keys written again later), a committed transaction and an aborted one; the restored store
+must hold every key's last committed value, no deleted key and nothing of the aborted
+transaction, and the count of records read must be the committed records'.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import Producer
+
+from streams.engine.restore import READER_TUNING, RESTORE_BATCH, Restorer
+from tests.support.faults import Faulty
+from tests.support.kafka import create_topics, unique_settings
+
+pytestmark = pytest.mark.integration
+
+VALUE_BYTES = 1200
+KEYS = 4000
+
+
+def test_a_restore_across_fetches_and_an_aborted_transaction_equals_the_changelog(
+    tmp_path: Path,
+) -> None:
+    settings = unique_settings(partitions=1)
+    topic = settings.topic_named("changelog")
+    create_topics(settings, [(topic, 1, True)])
+    fetch = int(str(READER_TUNING["max.partition.fetch.bytes"]))
+    records = 3 * fetch // VALUE_BYTES + 5000  # more than three full fetches
+    assert records > RESTORE_BATCH  # and more than one write batch
+    rng = random.Random(12)
+    expected: dict[str, bytes] = {}
+    committed = 0
+
+    plain = Producer(settings.producer_config(**{"enable.idempotence": True, "linger.ms": 20}))
+
+    def write(producer: Producer, count: int, keep: bool) -> int:
+        for n in range(count):
+            key = f"s/k{rng.randrange(KEYS)}"
+            value = None if rng.random() < 0.1 else f"{n}:".encode().ljust(VALUE_BYTES, b"v")
+            while True:
+                try:
+                    producer.produce(topic, key=key.encode(), value=value, partition=0)
+                    break
+                except BufferError:
+                    producer.poll(0.05)
+            if keep:
+                if value is None:
+                    expected.pop(key, None)
+                else:
+                    expected[key] = value
+        return count if keep else 0
+
+    committed += write(plain, records // 2, keep=True)
+    assert plain.flush(60) == 0
+    for outcome in ("abort", "commit"):
+        txn = Producer(settings.producer_config(**{"transactional.id": f"t-{uuid.uuid4().hex}"}))
+        txn.init_transactions(30)
+        txn.begin_transaction()
+        committed += write(txn, 3000, keep=outcome == "commit")
+        assert txn.flush(60) == 0
+        if outcome == "abort":
+            txn.abort_transaction(30)
+        else:
+            txn.commit_transaction(30)
+    committed += write(plain, records // 2, keep=True)
+    assert plain.flush(60) == 0
+
+    restorer = Restorer(settings, f"{settings.topic_prefix}restore", bound_s=120)
+    try:
+        started = time.monotonic()
+        store, restored = restorer.restore(
+            topic, 0, tmp_path / "p0", count=1, deadline=started + 120, owner="check"
+        )
+        elapsed = time.monotonic() - started
+        try:
+            held = dict(store.items(""))
+        finally:
+            store.close()
+    finally:
+        restorer.close()
+    print(f"\nrestored {restored} records ({committed} committed) in {elapsed:.2f} s")
+    assert restored == committed
+    assert held == expected
+
+
+def test_a_restore_longer_than_the_bound_completes_while_it_progresses(tmp_path: Path) -> None:
+    """The bound is for a transaction that keeps the read from progressing, not for the
+    size of the state: a large changelog takes as long as it takes."""
+    settings = unique_settings(partitions=1)
+    topic = settings.topic_named("changelog")
+    create_topics(settings, [(topic, 1, True)])
+    plain = Producer(settings.producer_config(**{"enable.idempotence": True, "linger.ms": 20}))
+    for n in range(5000):
+        plain.produce(topic, key=f"s/k{n}".encode(), value=b"v", partition=0)
+    assert plain.flush(60) == 0
+
+    bound_s = 1.0
+    restorer = Restorer(settings, f"{settings.topic_prefix}restore", bound_s=bound_s)
+    reader = Faulty(restorer._reader)
+    restorer._reader = reader  # type: ignore[assignment]
+
+    def slowly(real: Any, num_messages: int, timeout: float) -> Any:
+        time.sleep(0.3)  # a slow machine: 500 records per 0.3 s
+        return real(500, timeout=timeout)
+
+    reader.around("consume", slowly)
+    try:
+        started = time.monotonic()
+        store, restored = restorer.restore(
+            topic, 0, tmp_path / "p0", count=1, deadline=started + bound_s, owner="check"
+        )
+        elapsed = time.monotonic() - started
+        store.close()
+    finally:
+        restorer.close()
+    print(f"\nrestored {restored} records in {elapsed:.1f} s with a bound of {bound_s} s")
+    assert restored == 5000
+    assert elapsed > 2 * bound_s
