@@ -254,6 +254,12 @@ def dbos(backlog: Backlog, dsn: str) -> float:
             conn.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE".encode())
 
 
+def load_note(run: int) -> str:
+    """The 1-minute load average as a run starts (the machine may be shared)."""
+    one, five, _ = os.getloadavg()
+    return f"Run {run + 1} started at a load average of {one:.1f} (5 min: {five:.1f})."
+
+
 # -- the run ------------------------------------------------------------------------------------
 
 
@@ -286,6 +292,7 @@ def measure(runs: int) -> tuple[Results, Backlog, dict[str, int | float]]:
     results = Results()
     for run in range(runs):
         print(f"admission run {run + 1} of {runs}", flush=True)
+        results.notes.append(load_note(run))
         for n in instances:
             name = SLUICEGATE_1 if n == 1 else f"Sluicegate, {n} instances"
 

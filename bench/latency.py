@@ -34,18 +34,20 @@ import threading
 import time
 import urllib.request
 import uuid
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import aiohttp
 import orjson
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
 
+from bench import gate_latency
+from bench.admission import load_note
 from bench.backlog import ROOT, Stage, plan
 from bench.latency_section import Measured, section
 from bench.results import write
+from bench.tails import Arrivals, settle, tail, tail_consumer
 from schemas.codec import decode
 from schemas.events import RunAdmitted
 from schemas.registry import get_registry
@@ -54,67 +56,12 @@ from schemas.topics import RUNS
 ADMITTED_HEADER = get_registry().by_class[RunAdmitted].header
 
 
-@dataclass
-class Arrivals:
-    """What a tail consumer saw: id -> monotonic arrival time."""
-
-    seen: dict[str, float] = field(default_factory=dict)
-    stop: threading.Event = field(default_factory=threading.Event)
-
-
-def tail(consumer: Consumer, arrivals: Arrivals, key_of: object) -> None:
-    """Poll ``consumer`` until ``arrivals.stop``; ``key_of(value)`` names a record or None."""
-    try:
-        while not arrivals.stop.is_set():
-            for m in consumer.consume(1000, timeout=0.05):
-                now = time.monotonic()
-                err = m.error()
-                if err is not None:
-                    if err.code() == KafkaError._PARTITION_EOF:
-                        continue
-                    raise RuntimeError(err.str())
-                name = key_of(m.value() or b"")  # type: ignore[operator]
-                if name is not None:
-                    arrivals.seen[name] = now
-    finally:
-        consumer.close()
-
-
-def tail_consumer(stage: Stage, topic: str) -> Consumer:
-    consumer = Consumer(
-        stage.settings.kafka_config(
-            **{
-                "group.id": f"bench-latency-{uuid.uuid4().hex}",
-                "isolation.level": "read_committed",
-                "enable.auto.commit": False,
-                "fetch.wait.max.ms": 5,
-                "fetch.min.bytes": 1,
-            }
-        )
-    )
-    partitions = consumer.list_topics(topic, timeout=10).topics[topic].partitions
-    # From the end: only what this measurement sends is timed.
-    assigned = []
-    for p in partitions:
-        _low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)
-        assigned.append(TopicPartition(topic, p, high))
-    consumer.assign(assigned)
-    return consumer
-
-
 def admitted_delivery(value: bytes) -> str | None:
     if value[: len(ADMITTED_HEADER)] != ADMITTED_HEADER:
         return None
     record = decode(value)
     assert isinstance(record, RunAdmitted)
     return record.delivery_id
-
-
-def settle(arrivals: Arrivals, wanted: set[str], timeout_s: float) -> None:
-    """Wait until every wanted id arrived or ``timeout_s`` passed (missing ones are counted)."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline and not wanted <= arrivals.seen.keys():
-        time.sleep(0.05)
 
 
 # -- webhook ------------------------------------------------------------------------------------
@@ -304,13 +251,18 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     rates = [float(r) for r in os.environ.get("BENCH_RATES", "200,1000,5000").split(",") if r]
     seconds = float(os.environ.get("BENCH_LATENCY_SECONDS", "10"))
+    gate_rate = float(os.environ.get("BENCH_GATE_RATE", "100"))
     webhook_runs: list[list[Measured]] = []
     bare_runs: list[list[Measured]] = []
+    gate_runs: list[Measured] = []
+    loads: list[str] = []
     for run in range(args.runs):
         print(f"latency run {run + 1} of {args.runs}", flush=True)
+        loads.append(load_note(run))
         stage = Stage(int(os.environ.get("BENCH_PARTITIONS", "6")))
         stage.produce(dataclasses.replace(plan(1, 0.0), deliveries=[]))  # the workflow only
         servers = Servers(stage)
+        gate = gate_latency.GateProcess(stage)
         try:
             webhook(stage, servers, 50, 1)  # warm-up: group joined, workflow table read
             webhook_runs.append([])
@@ -322,10 +274,15 @@ def main(argv: list[str] | None = None) -> int:
                 ):
                     (webhook_runs if kind == "webhook" else bare_runs)[-1].append(measured)
                     print(f"  {kind} {rate:,.0f}/s: {measured.summary()}", flush=True)
+            gate_latency.measure(stage, 20, 1, f"w{run}")  # warm-up
+            gate_runs.append(gate_latency.measure(stage, gate_rate, seconds, f"r{run}"))
+            print(f"  gate {gate_rate:,.0f}/s: {gate_runs[-1].summary()}", flush=True)
         finally:
+            gate.close()
             servers.close()
             stage.close()
-    write(section(webhook_runs, bare_runs, seconds), args.out)
+    rendered = section(webhook_runs, bare_runs, seconds, gate_runs)
+    write(dataclasses.replace(rendered, notes=rendered.notes + loads), args.out)
     print(f"wrote {args.out}")
     return 0
 

@@ -67,7 +67,12 @@ def _rows(runs: list[list[Measured]], rates: list[float]) -> list[list[Cell]]:
     return rows
 
 
-def section(webhook: list[list[Measured]], bare: list[list[Measured]], seconds: float) -> Section:
+def section(
+    webhook: list[list[Measured]],
+    bare: list[list[Measured]],
+    seconds: float,
+    gate: list[Measured] | None = None,
+) -> Section:
     rates = sorted({m.rate for run in webhook for m in run})
     columns = ["offered /s", "p50", "p99", "p99.9", "runs sustained", "never arrived"]
     tables = [
@@ -86,6 +91,15 @@ def section(webhook: list[list[Measured]], bare: list[list[Measured]], seconds: 
     tables.append(
         Table("Webhook / bare (medians)", ["offered /s", "p50", "p99", "p99.9"], ratio_rows)
     )
+    if gate:
+        gate_rate = gate[0].rate
+        tables.append(
+            Table(
+                "The gate: DispatchRequested to ActionDispatched visible (read_committed)",
+                columns,
+                _rows([[m] for m in gate], [gate_rate]),
+            )
+        )
     targets = []
     w99, b99 = _spread_at(webhook, 1000.0, 99.0), _spread_at(bare, 1000.0, 99.0)
     if w99 and b99:
@@ -119,6 +133,12 @@ def section(webhook: list[list[Measured]], bare: list[list[Measured]], seconds: 
         "A rate is 'sustained' in a run when every record arrived and the sender reached its "
         "last scheduled send at most 10% of the duration late.",
     ]
+    if gate:
+        notes.append(
+            "The gate: one `sluicegate gate` process; each sample is its own decision scope, its "
+            "CandidateProposed sent 0.5 s before the DispatchRequested whose latency is timed, "
+            f"{gate[0].rate:,.0f} requests/s offered for {seconds:.0f} s, open-loop."
+        )
     series = []
     for name, runs in (("webhook", webhook), ("bare", bare)):
         for label, p in PERCENTILES[:2]:
