@@ -40,7 +40,7 @@ import psycopg
 
 from bench import limit, pg_admission
 from bench.admission_section import DBOS, LIMIT, PG_BATCH, PG_EACH, SLUICEGATE_1, Results, section
-from bench.backlog import ROOT, Backlog, OutcomeCounter, Stage, plan, read_all
+from bench.backlog import ROOT, Backlog, OutcomeCounter, Stage, plan, read_all, stop_on_sigterm
 from bench.results import write
 from schemas.codec import decode
 from schemas.events import (
@@ -65,8 +65,17 @@ class CountsWrong(AssertionError):
 def sluicegate(
     backlog: Backlog, instances: int, partitions: int, timeout_s: float
 ) -> tuple[float, Stage]:
-    """Seconds from starting ``instances`` processors to the last outcome visible."""
+    """Seconds from starting ``instances`` processors to the last outcome visible, and the
+    stage to check and close (closed here if the run fails)."""
     stage = Stage(partitions)
+    try:
+        return _timed(stage, backlog, instances, timeout_s), stage
+    except BaseException:
+        stage.close()
+        raise
+
+
+def _timed(stage: Stage, backlog: Backlog, instances: int, timeout_s: float) -> float:
     stage.produce(backlog)
     counter = OutcomeCounter(stage.settings, len(backlog.deliveries))
     logs = ROOT / "var" / "bench-logs"
@@ -94,7 +103,7 @@ def sluicegate(
                     )
                 )
         reached = counter.wait(timeout_s)
-        return reached - started, stage
+        return reached - started
     finally:
         counter.close()
         for child in children:
@@ -335,6 +344,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--out", type=Path, default=Path("var/bench/admission.json"))
     args = parser.parse_args(argv)
+    stop_on_sigterm()
     results, _backlog, scale = measure(args.runs)
     write(section(results, scale), args.out)
     print(f"wrote {args.out}")

@@ -1,7 +1,8 @@
 """The admission benchmark's records and topics: one planned backlog, replayed per run.
 
 :func:`plan` makes ``total`` deliveries of the README's example candle to the example
-workflow (``examples/btc-breakout.toml``: one destination, three slots), a ``duplicates``
+workflow (``examples/btc-breakout.toml``: one destination, three slots; its branch timeout
+raised to an hour, as no worker completes the branches), a ``duplicates``
 share of them repeating an earlier occurrence. They are encoded once (:class:`Backlog`), so
 every contender of every run reads byte-identical records. :class:`Stage` is one run's
 private world: a fresh topic prefix and state directory, the workflow published, the backlog
@@ -13,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import random
 import shutil
+import signal
 import threading
 import time
 import tomllib
@@ -37,6 +39,7 @@ from streams.settings import Settings, load_settings
 ROOT = Path(__file__).resolve().parents[1]
 WORKFLOW_FILE = ROOT / "examples" / "btc-breakout.toml"
 RECEIVED_AT_MS = 1_796_040_061_000  # 2026-11-30T12:01:01Z, a second after the candle closed
+BRANCH_TIMEOUT = "1h"
 OUTCOME_HEADERS = frozenset(
     get_registry().by_class[cls].header
     for cls in (RunAdmitted, DeliveryDeduplicated, OccurrenceConflict, DeliveryRejected)
@@ -71,7 +74,11 @@ class _Planned(Delivery):
 
 def plan(total: int, duplicates: float, seed: int = 12) -> Backlog:
     """``total`` encoded deliveries, ``duplicates`` of them repeats of earlier occurrences."""
-    (definition,) = parse_workflow_file(tomllib.loads(WORKFLOW_FILE.read_text()))
+    document = tomllib.loads(WORKFLOW_FILE.read_text())
+    # Nobody completes the branches here: a timeout inside the run would add relaunches
+    # (timers, BranchRelaunched) to what is measured as admission.
+    document["workflow"][0]["branch_timeout"] = BRANCH_TIMEOUT
+    (definition,) = parse_workflow_file(document)
     workflow = revise(None, definition, RECEIVED_AT_MS - 60_000)
     assert workflow is not None
     rng = random.Random(seed)
@@ -127,6 +134,16 @@ def _candle(event_id: str) -> dict[str, object]:
         "price": "97000.5",
         "account": "acc-1",
     }
+
+
+def stop_on_sigterm() -> None:
+    """Let SIGTERM unwind like Ctrl-C, so a stopped benchmark still deletes its topics and
+    stops its child processes."""
+
+    def stop(_signum: int, _frame: object) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, stop)
 
 
 class Stage:

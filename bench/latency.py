@@ -44,7 +44,7 @@ from confluent_kafka.cimpl import NewTopic
 
 from bench import gate_latency
 from bench.admission import load_note
-from bench.backlog import ROOT, Stage, plan
+from bench.backlog import ROOT, Stage, plan, stop_on_sigterm
 from bench.latency_section import Measured, section
 from bench.results import write
 from bench.tails import Arrivals, settle, tail, tail_consumer
@@ -100,6 +100,7 @@ class Servers:
         deadline = time.monotonic() + 60
         while not self._ready():
             if time.monotonic() > deadline:
+                self.close()
                 raise TimeoutError("sluicegate ingest was not ready within 60 s")
             time.sleep(0.2)
 
@@ -249,6 +250,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--out", type=Path, default=Path("var/bench/latency.json"))
     args = parser.parse_args(argv)
+    stop_on_sigterm()
     rates = [float(r) for r in os.environ.get("BENCH_RATES", "200,1000,5000").split(",") if r]
     seconds = float(os.environ.get("BENCH_LATENCY_SECONDS", "10"))
     gate_rate = float(os.environ.get("BENCH_GATE_RATE", "100"))
@@ -260,10 +262,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"latency run {run + 1} of {args.runs}", flush=True)
         loads.append(load_note(run))
         stage = Stage(int(os.environ.get("BENCH_PARTITIONS", "6")))
-        stage.produce(dataclasses.replace(plan(1, 0.0), deliveries=[]))  # the workflow only
-        servers = Servers(stage)
-        gate = gate_latency.GateProcess(stage)
+        servers: Servers | None = None
+        gate: gate_latency.GateProcess | None = None
         try:
+            stage.produce(dataclasses.replace(plan(1, 0.0), deliveries=[]))  # the workflow only
+            servers = Servers(stage)
+            gate = gate_latency.GateProcess(stage)
             webhook(stage, servers, 50, 1)  # warm-up: group joined, workflow table read
             webhook_runs.append([])
             bare_runs.append([])
@@ -278,8 +282,10 @@ def main(argv: list[str] | None = None) -> int:
             gate_runs.append(gate_latency.measure(stage, gate_rate, seconds, f"r{run}"))
             print(f"  gate {gate_rate:,.0f}/s: {gate_runs[-1].summary()}", flush=True)
         finally:
-            gate.close()
-            servers.close()
+            if gate is not None:
+                gate.close()
+            if servers is not None:
+                servers.close()
             stage.close()
     rendered = section(webhook_runs, bare_runs, seconds, gate_runs)
     write(dataclasses.replace(rendered, notes=rendered.notes + loads), args.out)
