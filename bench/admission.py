@@ -18,6 +18,10 @@ contender of every run reads those same records. Per run, each on fresh topics o
 4. DBOS Transact (:mod:`bench.dbos_admission`) on the first ``BENCH_DBOS_DELIVERIES``
    (default 5,000) deliveries only: it is two orders of magnitude slower.
 
+After the timed runs, one extra run of ``BENCH_PROFILE_DELIVERIES`` (50,000) deliveries by
+one instance under py-spy (if installed; ``BENCH_PROFILE=0`` skips it) gives the note on
+what limits it; ``--profile-only`` does just that run and adds its note to ``--out``.
+
 Other knobs: ``BENCH_PARTITIONS`` (default 6), ``BENCH_TIMEOUT_S`` per contender (600),
 ``BENCH_SKIP`` (comma-separated contender keys: ``limit,pg,dbos``) for a quick look.
 A contender whose counts are wrong is a failed run: its figure is left out and a note says so.
@@ -26,6 +30,7 @@ A contender whose counts are wrong is a failed run: its figure is left out and a
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import subprocess
@@ -41,7 +46,8 @@ import psycopg
 from bench import limit, pg_admission
 from bench.admission_section import DBOS, LIMIT, PG_BATCH, PG_EACH, SLUICEGATE_1, Results, section
 from bench.backlog import ROOT, Backlog, OutcomeCounter, Stage, plan, read_all, stop_on_sigterm
-from bench.results import write
+from bench.profile import Profiler, available, top_frames
+from bench.results import read, write
 from schemas.codec import decode
 from schemas.events import (
     BranchLaunched,
@@ -75,7 +81,14 @@ def sluicegate(
         raise
 
 
-def _timed(stage: Stage, backlog: Backlog, instances: int, timeout_s: float) -> float:
+def _timed(
+    stage: Stage,
+    backlog: Backlog,
+    instances: int,
+    timeout_s: float,
+    profiled: list[str] | None = None,
+) -> float:
+    """``profiled``: a py-spy profile of the first instance is appended to it (raw stacks)."""
     stage.produce(backlog)
     counter = OutcomeCounter(stage.settings, len(backlog.deliveries))
     logs = ROOT / "var" / "bench-logs"
@@ -102,7 +115,12 @@ def _timed(stage: Stage, backlog: Backlog, instances: int, timeout_s: float) -> 
                         stderr=log,
                     )
                 )
-        reached = counter.wait(timeout_s)
+        profiler = Profiler(children[0].pid) if profiled is not None else None
+        try:
+            reached = counter.wait(timeout_s)
+        finally:
+            if profiler is not None and profiled is not None:
+                profiled.append(profiler.stop())
         return reached - started
     finally:
         counter.close()
@@ -282,6 +300,24 @@ def attempt(results: Results, name: str, deliveries: int, measure: object) -> No
     results.add(name, deliveries, float(seconds))
 
 
+def profile_note(backlog: Backlog, partitions: int, timeout_s: float) -> str:
+    """One extra, untimed Sluicegate run (1 instance) under py-spy; its top frames as text."""
+    if not available():
+        return "No profile: py-spy is not installed (pip install py-spy)."
+    raw: list[str] = []
+    stage = Stage(partitions)
+    try:
+        seconds = _timed(stage, backlog, 1, timeout_s, profiled=raw)
+    finally:
+        stage.close()
+    n = len(backlog.deliveries)
+    return (
+        f"What limits one instance: py-spy (100 Hz) on the processor during an extra run of "
+        f"{n:,} deliveries ({n / seconds:,.0f}/s while sampled; not among the timed runs), top "
+        f"frames by share of samples:\n{top_frames(raw[0] if raw else '', root=str(ROOT))}"
+    )
+
+
 def measure(runs: int) -> tuple[Results, Backlog, dict[str, int | float]]:
     total = int(os.environ.get("BENCH_DELIVERIES", "200000"))
     share = float(os.environ.get("BENCH_DUPLICATES", "0.25"))
@@ -343,9 +379,29 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.admission", description=__doc__)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--out", type=Path, default=Path("var/bench/admission.json"))
+    parser.add_argument(
+        "--profile-only",
+        action="store_true",
+        help="only the profiled run; add its note to the section already in --out",
+    )
     args = parser.parse_args(argv)
     stop_on_sigterm()
-    results, _backlog, scale = measure(args.runs)
+    if args.profile_only:
+        backlog = plan(int(os.environ.get("BENCH_PROFILE_DELIVERIES", "50000")), 0.25)
+        note = profile_note(backlog, int(os.environ.get("BENCH_PARTITIONS", "6")), 600)
+        done = read(args.out)
+        write(dataclasses.replace(done, notes=[*done.notes, note]), args.out)
+        print(note)
+        return 0
+    results, backlog, scale = measure(args.runs)
+    if os.environ.get("BENCH_PROFILE", "1") != "0":
+        profiled = Backlog(
+            backlog.deliveries[: int(os.environ.get("BENCH_PROFILE_DELIVERIES", "50000"))],
+            backlog.workflow_key,
+            backlog.workflow_value,
+            backlog.slots,
+        )
+        results.notes.append(profile_note(profiled, int(scale["partitions"]), 600))
     write(section(results, scale), args.out)
     print(f"wrote {args.out}")
     return 0
