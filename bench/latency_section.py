@@ -24,6 +24,8 @@ class Measured:
     missing: int
     late_s: float
     """How late the sender was at its last scheduled send."""
+    refused: int = 0
+    """Sends answered with anything but success (counted in ``missing`` too)."""
 
     @property
     def sustained(self) -> bool:
@@ -40,6 +42,8 @@ class Measured:
     def summary(self) -> str:
         shown = " ".join(f"{n}={self.at(p):.1f} ms" for n, p in PERCENTILES)
         tail = "" if self.sustained else f" NOT SUSTAINED (achieved {self.achieved:,.0f}/s)"
+        if self.refused:
+            tail += f", {self.refused} refused"
         return f"{shown}, {len(self.latencies_ms)} of {self.sent}{tail}"
 
 
@@ -62,7 +66,10 @@ def _rows(runs: list[list[Measured]], rates: list[float]) -> list[list[Cell]]:
             f"{kept} of {len(measured)}"
             + ("" if kept == len(measured) else f" (achieved {achieved:,.0f}/s)")
         )
-        cells.append(sum(m.missing for m in measured))
+        refused = sum(m.refused for m in measured)
+        cells.append(
+            f"{sum(m.missing for m in measured)}" + (f" ({refused} refused)" if refused else "")
+        )
         rows.append(cells)
     return rows
 

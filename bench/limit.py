@@ -106,7 +106,11 @@ def run(settings: Settings, outputs: list[Output], expected: int, timeout_s: flo
                                 producer.poll(0.01)
             positions = consumer.position(consumer.assignment())
             producer.send_offsets_to_transaction(
-                [TopicPartition(p.topic, p.partition, p.offset) for p in positions],
+                [
+                    TopicPartition(p.topic, p.partition, p.offset)
+                    for p in positions
+                    if p.offset >= 0
+                ],
                 consumer.consumer_group_metadata(),
             )
             producer.commit_transaction(60)

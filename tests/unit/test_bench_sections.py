@@ -90,10 +90,18 @@ def test_latency_percentiles_ratio_target_and_sustained_marks() -> None:
     assert target.measured.startswith("17.9 ms = 1.4 x")
     rows = {row[0]: row for row in s.tables[0].rows}
     assert rows["200"][1] == "10.0 ms (10.0 to 10.0)"
-    assert rows["1,000"][4].startswith("2 of 3")
-    assert rows["1,000"][5] == 1
+    assert str(rows["1,000"][4]).startswith("2 of 3")
+    assert rows["1,000"][5] == "1"
     page = render_markdown([s], Machine(2, 8.0, "3.11", "4.1", "15", "today"), None)
     assert "## 2. Latency" in page and "**Targets: 1 of 1 met.**" in page
+
+
+def test_refusals_count_as_never_arrived_and_say_so() -> None:
+    refused = Measured(1000, 1000, [1.0] * 990, 10, 0.0, refused=10)
+    s = latency_section([[refused]], [[measured(1000, 1)]], seconds=1)
+    assert s.tables[0].rows[0][4] == "0 of 1 (achieved 1,000/s)"
+    assert s.tables[0].rows[0][5] == "10 (10 refused)"
+    assert "10 refused" in refused.summary()
 
 
 def test_a_late_sender_is_not_sustained() -> None:
