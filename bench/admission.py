@@ -300,6 +300,21 @@ def attempt(results: Results, name: str, deliveries: int, measure: object) -> No
     results.add(name, deliveries, float(seconds))
 
 
+PROFILE_NOTE = "What limits one instance"
+
+
+def load_results(path: Path) -> Results:
+    """The raw results a previous pass left beside its section (``--resume``)."""
+    raw = json.loads(path.read_text())
+    return Results(
+        rates=raw["rates"],
+        failures=raw["failures"],
+        deliveries=raw["deliveries"],
+        profile=[limit.Output(**o) for o in raw["profile"]],
+        notes=raw["notes"],
+    )
+
+
 def profile_note(backlog: Backlog, partitions: int, timeout_s: float) -> str:
     """One extra, untimed Sluicegate run (1 instance) under py-spy; its top frames as text."""
     if not available():
@@ -312,13 +327,17 @@ def profile_note(backlog: Backlog, partitions: int, timeout_s: float) -> str:
         stage.close()
     n = len(backlog.deliveries)
     return (
-        f"What limits one instance: py-spy (100 Hz) on the processor during an extra run of "
+        f"{PROFILE_NOTE}: py-spy (100 Hz) on the processor during an extra run of "
         f"{n:,} deliveries ({n / seconds:,.0f}/s while sampled; not among the timed runs), top "
         f"frames by share of samples:\n{top_frames(raw[0] if raw else '', root=str(ROOT))}"
     )
 
 
-def measure(runs: int) -> tuple[Results, Backlog, dict[str, int | float]]:
+def measure(
+    runs: int, results: Results | None = None
+) -> tuple[Results, Backlog, dict[str, int | float]]:
+    """``runs`` runs of every contender; given earlier ``results`` (``--resume``), only the
+    contenders with fewer than ``runs`` good runs run again, until they have them."""
     total = int(os.environ.get("BENCH_DELIVERIES", "200000"))
     share = float(os.environ.get("BENCH_DUPLICATES", "0.25"))
     instances = [int(x) for x in os.environ.get("BENCH_INSTANCES", "1,2").split(",") if x]
@@ -334,12 +353,25 @@ def measure(runs: int) -> tuple[Results, Backlog, dict[str, int | float]]:
         backlog.deliveries[:dbos_n], backlog.workflow_key, backlog.workflow_value, backlog.slots
     )
     print(f"admission: {total:,} deliveries, {backlog.occurrences:,} occurrences", flush=True)
-    results = Results()
+    results = results or Results()
+    done = dict(results.rates)
+
+    def wanted(name: str) -> bool:
+        if len(results.rates.get(name, [])) >= runs:
+            return False
+        if name in done:  # a resumed pass: say so beside the figures
+            results.notes.append(
+                f"{name}: run {len(results.rates[name]) + 1} was measured in a later pass."
+            )
+        return True
+
     for run in range(runs):
         print(f"admission run {run + 1} of {runs}", flush=True)
         results.notes.append(load_note(run))
         for n in instances:
             name = SLUICEGATE_1 if n == 1 else f"Sluicegate, {n} instances"
+            if not wanted(name):
+                continue
 
             def one(n: int = n) -> float:
                 seconds, stage = sluicegate(backlog, n, partitions, timeout_s)
@@ -352,17 +384,18 @@ def measure(runs: int) -> tuple[Results, Backlog, dict[str, int | float]]:
                 return seconds
 
             attempt(results, name, total, one)
-        if "limit" not in skip and results.profile:
+        if "limit" not in skip and results.profile and wanted(LIMIT):
             attempt(
                 results,
                 LIMIT,
                 total,
                 lambda p=results.profile: the_limit(backlog, p, partitions, timeout_s),
             )
-        if "pg" not in skip:
+        if "pg" not in skip and wanted(PG_EACH):
             attempt(results, PG_EACH, total, lambda: postgres(backlog, dsn, batched=False))
+        if "pg" not in skip and wanted(PG_BATCH):
             attempt(results, PG_BATCH, total, lambda: postgres(backlog, dsn, batched=True))
-        if "dbos" not in skip:
+        if "dbos" not in skip and wanted(DBOS):
             attempt(results, DBOS, len(first.deliveries), lambda: dbos(first, dsn))
     scale: dict[str, int | float] = {
         "deliveries": total,
@@ -384,6 +417,11 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="only the profiled run; add its note to the section already in --out",
     )
+    parser.add_argument(
+        "--resume",
+        action="store_true",
+        help="read the raw results beside --out and run only contenders short of --runs",
+    )
     args = parser.parse_args(argv)
     stop_on_sigterm()
     if args.profile_only:
@@ -393,8 +431,11 @@ def main(argv: list[str] | None = None) -> int:
         write(dataclasses.replace(done, notes=[*done.notes, note]), args.out)
         print(note)
         return 0
-    results, backlog, scale = measure(args.runs)
-    if os.environ.get("BENCH_PROFILE", "1") != "0":
+    raw = args.out.with_suffix(".raw.json")
+    earlier = load_results(raw) if args.resume else None
+    results, backlog, scale = measure(args.runs, earlier)
+    profiled_before = any(n.startswith(PROFILE_NOTE) for n in results.notes)
+    if os.environ.get("BENCH_PROFILE", "1") != "0" and not profiled_before:
         profiled = Backlog(
             backlog.deliveries[: int(os.environ.get("BENCH_PROFILE_DELIVERIES", "50000"))],
             backlog.workflow_key,
@@ -402,8 +443,10 @@ def main(argv: list[str] | None = None) -> int:
             backlog.slots,
         )
         results.notes.append(profile_note(profiled, int(scale["partitions"]), 600))
+    raw.parent.mkdir(parents=True, exist_ok=True)
+    raw.write_text(json.dumps(dataclasses.asdict(results), indent=1))
     write(section(results, scale), args.out)
-    print(f"wrote {args.out}")
+    print(f"wrote {args.out} and {raw}")
     return 0
 
 
