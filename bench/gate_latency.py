@@ -22,7 +22,7 @@ from confluent_kafka import Producer
 
 from bench.backlog import ROOT, Stage
 from bench.latency_section import Measured
-from bench.tails import Arrivals, settle, tail, tail_consumer
+from bench.tails import Arrivals, behind_s, settle, tail, tail_consumer
 from schemas.codec import decode, encode
 from schemas.events import ActionDispatched, CandidateProposed, DispatchRequested
 from schemas.registry import get_registry
@@ -154,10 +154,10 @@ def measure(stage: Stage, rate: float, seconds: float, tag: str) -> Measured:
             producer.poll(0)
             if index >= 0:
                 scheduled[index] = at
-        late = time.monotonic() - plan[-1][0]
         producer.flush(30)
         wanted = {p.candidate_id for p in proposals}
         settle(arrivals, wanted, timeout_s=60)
+        late = behind_s(arrivals, wanted, plan[-1][0])
     finally:
         arrivals.stop.set()
         thread.join(10)

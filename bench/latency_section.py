@@ -23,7 +23,7 @@ class Measured:
     latencies_ms: list[float]
     missing: int
     late_s: float
-    """How late the sender was at its last scheduled send."""
+    """How long after the last scheduled send the last record became visible."""
     refused: int = 0
     """Sends answered with anything but success (counted in ``missing`` too)."""
 
@@ -137,8 +137,9 @@ def section(
         "One `sluicegate ingest` and one `sluicegate processor` (default batch and commit "
         "interval), each its own process; the aiohttp client and the read_committed tail "
         "consumers run in the benchmark process, on the same 2 cores.",
-        "A rate is 'sustained' in a run when every record arrived and the sender reached its "
-        "last scheduled send at most 10% of the duration late.",
+        "A rate is 'sustained' in a run when every record became visible, the last of them at "
+        "most 10% of the duration after the last scheduled send; otherwise the table gives the "
+        "rate at which records became visible (sent / (duration + that delay)).",
     ]
     if gate:
         notes.append(

@@ -236,8 +236,10 @@ def _draw(ax: object, series: list[Series]) -> None:
 
 
 def load(results: Path) -> list[Section]:
-    """Every section JSON under ``results`` (a file that is not a section is an error)."""
-    return [read(path) for path in sorted(results.glob("*.json"))]
+    """Every section JSON under ``results`` (a file that is not a section is an error), but
+    ``*.raw.json``: a section's raw measurements, which it may keep beside it."""
+    paths = sorted(p for p in results.glob("*.json") if not p.name.endswith(".raw.json"))
+    return [read(path) for path in paths]
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -66,3 +66,11 @@ def settle(arrivals: Arrivals, wanted: set[str], timeout_s: float) -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline and not wanted <= arrivals.seen.keys():
         time.sleep(0.05)
+
+
+def behind_s(arrivals: Arrivals, ids: set[str], last_scheduled: float) -> float:
+    """How long after the last scheduled send the last of ``ids`` became visible: what a
+    rate that was kept up with shows as about one latency, and a rate that was not as the
+    backlog it left (every id missing: infinity)."""
+    seen = [arrivals.seen[i] for i in ids if i in arrivals.seen]
+    return max(seen) - last_scheduled if seen else float("inf")

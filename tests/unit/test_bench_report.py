@@ -69,6 +69,7 @@ def test_the_png_is_drawn_and_the_cli_renders_from_json(tmp_path: Path) -> None:
 
     results = tmp_path / "results"
     write(section(), results / "admission.json")
+    (results / "admission.raw.json").write_text('{"rates": {}}')  # raw figures are not read
     markdown = tmp_path / "docs" / "benchmarks.md"
     assert main(["--results", str(results), "--markdown", str(markdown), "--png", str(png)]) == 0
     assert "## 1. Admission throughput" in markdown.read_text()
