@@ -354,20 +354,15 @@ def measure(
     )
     print(f"admission: {total:,} deliveries, {backlog.occurrences:,} occurrences", flush=True)
     results = results or Results()
-    done = dict(results.rates)
+    before = {name: len(rates) for name, rates in results.rates.items()}
+    later = bool(results.rates)
 
     def wanted(name: str) -> bool:
-        if len(results.rates.get(name, [])) >= runs:
-            return False
-        if name in done:  # a resumed pass: say so beside the figures
-            results.notes.append(
-                f"{name}: run {len(results.rates[name]) + 1} was measured in a later pass."
-            )
-        return True
+        return len(results.rates.get(name, [])) < runs
 
     for run in range(runs):
         print(f"admission run {run + 1} of {runs}", flush=True)
-        results.notes.append(load_note(run))
+        results.notes.append(("A later pass: " if later else "") + load_note(run))
         for n in instances:
             name = SLUICEGATE_1 if n == 1 else f"Sluicegate, {n} instances"
             if not wanted(name):
@@ -397,6 +392,11 @@ def measure(
             attempt(results, PG_BATCH, total, lambda: postgres(backlog, dsn, batched=True))
         if "dbos" not in skip and wanted(DBOS):
             attempt(results, DBOS, len(first.deliveries), lambda: dbos(first, dsn))
+    for name, count in before.items():
+        if len(results.rates.get(name, [])) > count:
+            results.notes.append(
+                f"{name}: {len(results.rates[name]) - count} of its runs came from a later pass."
+            )
     scale: dict[str, int | float] = {
         "deliveries": total,
         "duplicates": share,
