@@ -134,7 +134,9 @@ def section(results: Results, scale: dict[str, int | float]) -> Section:
         "tables; the limit: the records it was to write, per output topic).",
     ]
     for name, reasons in results.failures.items():
-        notes.append(f"{name}: {len(reasons)} failed run(s), figure left out: {reasons[0]}")
+        notes.append(
+            f"{name}: {len(reasons)} run(s) failed and are left out of its figure: {reasons[0]}"
+        )
     notes += results.notes
     series = [
         Series(

@@ -69,7 +69,7 @@ def test_a_failed_contender_shows_as_failed_never_by_its_speed() -> None:
     rows = {row[0]: row for row in s.tables[0].rows}
     assert rows[LIMIT][2] == "failed"
     assert rows[LIMIT][3] == "0 ok, 1 failed"
-    assert any("figure left out" in n for n in s.notes)
+    assert any("left out of its figure" in n for n in s.notes)
     target = next(t for t in s.targets if t.name == "one instance vs the limit")
     assert not target.met and target.measured == "not measured"
     assert "limit" not in s.series[0].x
