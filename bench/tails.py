@@ -25,16 +25,20 @@ def tail(consumer: Consumer, arrivals: Arrivals, key_of: Callable[[bytes], str |
     """Poll ``consumer`` until ``arrivals.stop``; ``key_of(value)`` names a record or None."""
     try:
         while not arrivals.stop.is_set():
-            for m in consumer.consume(1000, timeout=0.05):
-                now = time.monotonic()
-                err = m.error()
-                if err is not None:
-                    if err.code() == KafkaError._PARTITION_EOF:
-                        continue
-                    raise RuntimeError(err.str())
-                name = key_of(m.value() or b"")
-                if name is not None:
-                    arrivals.seen[name] = now
+            # poll, not consume(n, timeout): a batch call waits out its timeout unless n
+            # records arrive, which added up to 50 ms to every latency measured at low rates.
+            m = consumer.poll(0.05)
+            if m is None:
+                continue
+            now = time.monotonic()
+            err = m.error()
+            if err is not None:
+                if err.code() == KafkaError._PARTITION_EOF:
+                    continue
+                raise RuntimeError(err.str())
+            name = key_of(m.value() or b"")
+            if name is not None:
+                arrivals.seen[name] = now
     finally:
         consumer.close()
 
