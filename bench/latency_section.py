@@ -74,6 +74,23 @@ def _rows(runs: list[list[Measured]], rates: list[float]) -> list[list[Cell]]:
     return rows
 
 
+def sustained_note(webhook: list[list[Measured]], rates: list[float]) -> str:
+    """Which offered rates the webhook path kept up with in every run, and what that means
+    for the percentiles of the others."""
+    kept = [r for r in rates if all(m.sustained for run in webhook for m in run if m.rate == r)]
+    best = f"{max(kept):,.0f}/s" if kept else "none of the offered rates"
+    text = f"Highest offered rate the webhook path sustained in every run: {best}."
+    missed = [r for r in rates if r not in kept]
+    if missed:
+        achieved = spread([m.achieved for run in webhook for m in run if m.rate == missed[0]])
+        text += (
+            f" At {missed[0]:,.0f}/s and above, admissions became visible at about "
+            f"{achieved.median:,.0f}/s, so those percentiles measure the queue that built up "
+            "behind the ingest and processor processes on this machine, not one delivery's path."
+        )
+    return text
+
+
 def section(
     webhook: list[list[Measured]],
     bare: list[list[Measured]],
@@ -141,6 +158,7 @@ def section(
         "most 10% of the duration after the last scheduled send; otherwise the table gives the "
         "rate at which records became visible (sent / (duration + that delay)).",
     ]
+    notes.append(sustained_note(webhook, rates))
     if gate:
         notes.append(
             "The gate: one `sluicegate gate` process; each sample is its own decision scope, its "

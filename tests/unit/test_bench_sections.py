@@ -92,6 +92,9 @@ def test_latency_percentiles_ratio_target_and_sustained_marks() -> None:
     assert rows["200"][1] == "10.0 ms (10.0 to 10.0)"
     assert str(rows["1,000"][4]).startswith("2 of 3")
     assert rows["1,000"][5] == "1"
+    assert "Highest offered rate the webhook path sustained in every run: 200/s. At 1,000/s" in (
+        " ".join(s.notes)
+    )
     page = render_markdown([s], Machine(2, 8.0, "3.11", "4.1", "15", "today"), None)
     assert "## 2. Latency" in page and "**Targets: 1 of 1 met.**" in page
 
