@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import math
 import os
 import platform
 import re
@@ -227,6 +228,9 @@ def _draw(ax: object, series: list[Series]) -> None:
         ax.set_xticks(range(len(labels)), labels, rotation=15, ha="right")  # type: ignore[attr-defined]
     for s in lines:
         ax.plot([str(x) for x in s.x], s.y, marker="o", label=s.label)  # type: ignore[attr-defined]
+    values = [y for s in series for y in s.y if not math.isnan(y) and y > 0]
+    if values and max(values) / min(values) > 100:  # decades apart: only a log axis shows both
+        ax.set_yscale("log")  # type: ignore[attr-defined]
     first = series[0]
     ax.set_xlabel(first.xlabel)  # type: ignore[attr-defined]
     ax.set_ylabel(first.ylabel)  # type: ignore[attr-defined]
