@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 PYTEST_ARGS ?=
 
-.PHONY: run test up down reset install lint typecheck unit integration drills clean
+.PHONY: run test up down reset install lint typecheck unit integration drills bench clean
 
 $(BIN)/.installed: pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -49,6 +49,14 @@ drills: up
 
 test: up lint typecheck
 	$(BIN)/python -m pytest -q -p no:cacheprovider --durations=20 tests $(PYTEST_ARGS)
+
+# Not part of `make test`: about 35 minutes on 2 shared cores; writes docs/benchmarks.md and .png.
+$(BIN)/.bench-installed: pyproject.toml $(BIN)/.installed
+	$(BIN)/pip install -q -e '.[dev,faust,bench]'
+	@touch $@
+
+bench: up $(BIN)/.bench-installed
+	$(BIN)/python -m bench.run
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

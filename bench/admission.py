@@ -1,0 +1,454 @@
+"""Section 1, admission throughput: Sluicegate beside the limit, Postgres and DBOS.
+
+``python -m bench.admission --runs 3 --out var/bench/admission.json``
+
+One backlog (``BENCH_DELIVERIES`` deliveries, default 200,000, ``BENCH_DUPLICATES`` of them
+repeats, default 0.25; the example workflow's 3 slots) is planned and encoded once; every
+contender of every run reads those same records. Per run, each on fresh topics or tables:
+
+1. Sluicegate, 1 and 2 instances (``BENCH_INSTANCES``, default ``1,2``): the backlog is
+   produced first; the clock starts when the ``sluicegate processor`` processes are started
+   (so it includes their start-up and group join) and stops when a read_committed consumer
+   has seen the last delivery's outcome. Then the topics are read back and the counts checked
+   (one outcome per delivery, one ``RunAdmitted`` per occurrence, one ``BranchLaunched`` per
+   run and slot); the first run also measures what admission wrote per delivery.
+2. The limit (:mod:`bench.limit`), writing per input what admission wrote per delivery.
+3. Postgres ``INSERT ... ON CONFLICT DO NOTHING`` (:mod:`bench.pg_admission`): one
+   transaction per delivery from 4 connections, and 1,000 per transaction.
+4. DBOS Transact (:mod:`bench.dbos_admission`) on the first ``BENCH_DBOS_DELIVERIES``
+   (default 5,000) deliveries only: it is two orders of magnitude slower.
+
+After the timed runs, one extra run of ``BENCH_PROFILE_DELIVERIES`` (50,000) deliveries by
+one instance under py-spy (if installed; ``BENCH_PROFILE=0`` skips it) gives the note on
+what limits it; ``--profile-only`` does just that run and adds its note to ``--out``.
+
+Other knobs: ``BENCH_PARTITIONS`` (default 6), ``BENCH_TIMEOUT_S`` per contender (600),
+``BENCH_SKIP`` (comma-separated contender keys: ``limit,pg,dbos``) for a quick look.
+A contender whose counts are wrong is a failed run: its figure is left out and a note says so.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections import Counter
+from pathlib import Path
+
+import psycopg
+
+from bench import limit, pg_admission
+from bench.admission_section import DBOS, LIMIT, PG_BATCH, PG_EACH, SLUICEGATE_1, Results, section
+from bench.backlog import ROOT, Backlog, OutcomeCounter, Stage, plan, read_all, stop_on_sigterm
+from bench.profile import Profiler, available, top_frames
+from bench.results import read, write
+from schemas.codec import decode
+from schemas.events import (
+    BranchLaunched,
+    DeliveryDeduplicated,
+    DeliveryRejected,
+    OccurrenceConflict,
+    RunAdmitted,
+)
+from schemas.topics import DELIVERIES, RUNS, TASKS, TOPICS, WORKFLOWS
+
+OUTCOMES = (RunAdmitted, DeliveryDeduplicated, OccurrenceConflict, DeliveryRejected)
+
+
+class CountsWrong(AssertionError):
+    """A contender's output is not what admission promises: the run failed."""
+
+
+# -- Sluicegate ---------------------------------------------------------------------------------
+
+
+def sluicegate(
+    backlog: Backlog, instances: int, partitions: int, timeout_s: float
+) -> tuple[float, Stage]:
+    """Seconds from starting ``instances`` processors to the last outcome visible, and the
+    stage to check and close (closed here if the run fails)."""
+    stage = Stage(partitions)
+    try:
+        return _timed(stage, backlog, instances, timeout_s), stage
+    except BaseException:
+        stage.close()
+        raise
+
+
+def _timed(
+    stage: Stage,
+    backlog: Backlog,
+    instances: int,
+    timeout_s: float,
+    profiled: list[str] | None = None,
+) -> float:
+    """``profiled``: a py-spy profile of the first instance is appended to it (raw stacks)."""
+    stage.produce(backlog)
+    counter = OutcomeCounter(stage.settings, len(backlog.deliveries))
+    logs = ROOT / "var" / "bench-logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, **stage.env()}
+    children: list[subprocess.Popen[bytes]] = []
+    try:
+        started = time.monotonic()
+        for i in range(instances):
+            with (logs / f"{stage.prefix}processor-{i}.log").open("wb") as log:
+                children.append(
+                    subprocess.Popen(
+                        [
+                            sys.executable,
+                            "-m",
+                            "sluicegate.cli",
+                            "processor",
+                            "--instance-id",
+                            f"bench-{i}",
+                        ],
+                        cwd=ROOT,
+                        env=env,
+                        stdout=log,
+                        stderr=log,
+                    )
+                )
+        profiler = Profiler(children[0].pid) if profiled is not None else None
+        try:
+            reached = counter.wait(timeout_s)
+        finally:
+            if profiler is not None and profiled is not None:
+                profiled.append(profiler.stop())
+        return reached - started
+    finally:
+        counter.close()
+        for child in children:
+            child.terminate()
+        for child in children:
+            try:
+                child.wait(30)
+            except subprocess.TimeoutExpired:
+                child.kill()
+                child.wait()
+
+
+def check_sluicegate(stage: Stage, backlog: Backlog) -> None:
+    settings = stage.settings
+    outcomes: Counter[str] = Counter()
+    admitted: Counter[str] = Counter()
+    for _p, _k, value in read_all(settings, settings.topic(RUNS)):
+        record = decode(value)
+        if isinstance(record, OUTCOMES):
+            outcomes[record.delivery_id] += 1
+        if isinstance(record, RunAdmitted):
+            admitted[record.admission_key] += 1
+    launches: Counter[tuple[str, str]] = Counter()
+    for _p, _k, value in read_all(settings, settings.topic(TASKS)):
+        record = decode(value)
+        if isinstance(record, BranchLaunched):
+            launches[(record.run_id, record.slot)] += 1
+    expect_outcomes(outcomes, admitted, launches, backlog)
+
+
+def expect_outcomes(
+    outcomes: Counter[str],
+    admitted: Counter[str],
+    launches: Counter[tuple[str, str]],
+    backlog: Backlog,
+) -> None:
+    ids = {d.delivery_id for d in backlog.deliveries}
+    keys = {d.admission_key for d in backlog.deliveries}
+    wrong = []
+    if set(outcomes) != ids or set(outcomes.values()) != {1}:
+        wrong.append(f"outcomes: {sum(outcomes.values())} for {len(outcomes)} of {len(ids)}")
+    if set(admitted) != keys or set(admitted.values()) != {1}:
+        wrong.append(f"runs: {sum(admitted.values())} for {len(admitted)} of {len(keys)} keys")
+    want = len(keys) * len(backlog.slots)
+    if len(launches) != want or set(launches.values()) != {1}:
+        wrong.append(f"launches: {sum(launches.values())} distinct {len(launches)} of {want}")
+    if wrong:
+        raise CountsWrong("; ".join(wrong))
+
+
+def written_per_delivery(stage: Stage, deliveries: int) -> list[limit.Output]:
+    """What admission wrote, per output topic (short names), measured on the real topics."""
+    skip = {DELIVERIES.name, WORKFLOWS.name}
+    existing = set(stage_topics(stage))
+    profile = []
+    for spec in TOPICS:
+        name = stage.settings.topic(spec)
+        if spec.name in skip or name not in existing:
+            continue
+        records = keys = values = 0
+        for _p, key, value in read_all(stage.settings, name):
+            records += 1
+            keys += len(key)
+            values += len(value)
+        if records:
+            profile.append(
+                limit.Output(spec.name, records, deliveries, keys // records, values // records)
+            )
+    return profile
+
+
+def stage_topics(stage: Stage) -> list[str]:
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient(stage.settings.kafka_config())
+    return [n for n in admin.list_topics(timeout=10).topics if n.startswith(stage.prefix)]
+
+
+# -- the others ---------------------------------------------------------------------------------
+
+
+def the_limit(
+    backlog: Backlog, profile: list[limit.Output], partitions: int, timeout_s: float
+) -> float:
+    stage = Stage(partitions)
+    try:
+        stage.produce(backlog)
+        outputs = [
+            limit.Output(stage.prefix + o.topic, o.records, o.inputs, o.key_bytes, o.value_bytes)
+            for o in profile
+        ]
+        seconds = limit.run(stage.settings, outputs, len(backlog.deliveries), timeout_s)
+        for o in outputs:
+            got = sum(1 for _ in read_all(stage.settings, o.topic))
+            if got != o.records:
+                raise CountsWrong(f"{o.topic}: {got} records, {o.records} expected")
+        return seconds
+    finally:
+        stage.close()
+
+
+def postgres(backlog: Backlog, dsn: str, batched: bool) -> float:
+    tables = pg_admission.Tables(dsn)
+    try:
+        slots = list(backlog.slots)
+        if batched:
+            seconds = pg_admission.batched(tables, backlog.deliveries, slots)
+        else:
+            seconds = pg_admission.per_delivery(tables, backlog.deliveries, slots)
+        counts = tables.counts()
+        occurrences = backlog.occurrences
+        want = pg_admission.Counts(
+            occurrences, occurrences * len(slots), len(backlog.deliveries), occurrences
+        )
+        if counts != want:
+            raise CountsWrong(f"{counts} != {want}")
+        return seconds
+    finally:
+        tables.close()
+
+
+def dbos(backlog: Backlog, dsn: str) -> float:
+    schema = f"bench_dbos_{uuid.uuid4().hex[:8]}"
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+        json.dump([[d.admission_key, d.delivery_id] for d in backlog.deliveries], f)
+    try:
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "bench.dbos_admission",
+                dsn,
+                schema,
+                f.name,
+                ",".join(backlog.slots),
+            ],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=1800,
+            check=False,
+        )
+        if done.returncode != 0:
+            raise RuntimeError(done.stderr[-2000:])
+        result = json.loads(done.stdout.strip().splitlines()[-1])
+        occurrences = backlog.occurrences
+        if (
+            result["handles"] != len(backlog.deliveries)
+            or result["workflows"] != occurrences
+            or result["launches"] != occurrences * len(backlog.slots)
+        ):
+            raise CountsWrong(f"DBOS counts {result}, {occurrences} occurrences expected")
+        return float(result["seconds"])
+    finally:
+        Path(f.name).unlink(missing_ok=True)
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE".encode())
+
+
+def load_note(run: int) -> str:
+    """The 1-minute load average as a run starts (the machine may be shared)."""
+    one, five, _ = os.getloadavg()
+    return f"Run {run + 1} started at a load average of {one:.1f} (5 min: {five:.1f})."
+
+
+# -- the run ------------------------------------------------------------------------------------
+
+
+def attempt(results: Results, name: str, deliveries: int, measure: object) -> None:
+    """Run ``measure()`` (seconds), record its rate or why it failed."""
+    try:
+        seconds = measure()  # type: ignore[operator]
+    except (CountsWrong, TimeoutError, RuntimeError, psycopg.Error) as e:
+        results.fail(name, f"{type(e).__name__}: {e}")
+        return
+    results.add(name, deliveries, float(seconds))
+
+
+PROFILE_NOTE = "What limits one instance"
+
+
+def load_results(path: Path) -> Results:
+    """The raw results a previous pass left beside its section (``--resume``)."""
+    raw = json.loads(path.read_text())
+    return Results(
+        rates=raw["rates"],
+        failures=raw["failures"],
+        deliveries=raw["deliveries"],
+        profile=[limit.Output(**o) for o in raw["profile"]],
+        notes=raw["notes"],
+    )
+
+
+def profile_note(backlog: Backlog, partitions: int, timeout_s: float) -> str:
+    """One extra, untimed Sluicegate run (1 instance) under py-spy; its top frames as text."""
+    if not available():
+        return "No profile: py-spy is not installed (pip install py-spy)."
+    raw: list[str] = []
+    stage = Stage(partitions)
+    try:
+        seconds = _timed(stage, backlog, 1, timeout_s, profiled=raw)
+    finally:
+        stage.close()
+    n = len(backlog.deliveries)
+    return (
+        f"{PROFILE_NOTE}: py-spy (100 Hz) on the processor during an extra run of "
+        f"{n:,} deliveries ({n / seconds:,.0f}/s while sampled; not among the timed runs), top "
+        f"frames by share of samples:\n{top_frames(raw[0] if raw else '', root=str(ROOT))}"
+    )
+
+
+def measure(
+    runs: int, results: Results | None = None
+) -> tuple[Results, Backlog, dict[str, int | float]]:
+    """``runs`` runs of every contender; given earlier ``results`` (``--resume``), only the
+    contenders with fewer than ``runs`` good runs run again, until they have them."""
+    total = int(os.environ.get("BENCH_DELIVERIES", "200000"))
+    share = float(os.environ.get("BENCH_DUPLICATES", "0.25"))
+    instances = [int(x) for x in os.environ.get("BENCH_INSTANCES", "1,2").split(",") if x]
+    partitions = int(os.environ.get("BENCH_PARTITIONS", "6"))
+    timeout_s = float(os.environ.get("BENCH_TIMEOUT_S", "600"))
+    dbos_n = int(os.environ.get("BENCH_DBOS_DELIVERIES", "5000"))
+    skip = set(os.environ.get("BENCH_SKIP", "").split(","))
+    dsn = os.environ.get(
+        "SLUICEGATE_PG_DSN", "postgresql://sluicegate:sluicegate@127.0.0.1:5432/sluicegate"
+    )
+    backlog = plan(total, share)
+    first = Backlog(
+        backlog.deliveries[:dbos_n], backlog.workflow_key, backlog.workflow_value, backlog.slots
+    )
+    print(f"admission: {total:,} deliveries, {backlog.occurrences:,} occurrences", flush=True)
+    results = results or Results()
+    before = {name: len(rates) for name, rates in results.rates.items()}
+    later = bool(results.rates)
+
+    def wanted(name: str) -> bool:
+        return len(results.rates.get(name, [])) < runs
+
+    for run in range(runs):
+        print(f"admission run {run + 1} of {runs}", flush=True)
+        results.notes.append(("A later pass: " if later else "") + load_note(run))
+        for n in instances:
+            name = SLUICEGATE_1 if n == 1 else f"Sluicegate, {n} instances"
+            if not wanted(name):
+                continue
+
+            def one(n: int = n) -> float:
+                seconds, stage = sluicegate(backlog, n, partitions, timeout_s)
+                try:
+                    check_sluicegate(stage, backlog)
+                    if not results.profile:
+                        results.profile = written_per_delivery(stage, total)
+                finally:
+                    stage.close()
+                return seconds
+
+            attempt(results, name, total, one)
+        if "limit" not in skip and results.profile and wanted(LIMIT):
+            attempt(
+                results,
+                LIMIT,
+                total,
+                lambda p=results.profile: the_limit(backlog, p, partitions, timeout_s),
+            )
+        if "pg" not in skip and wanted(PG_EACH):
+            attempt(results, PG_EACH, total, lambda: postgres(backlog, dsn, batched=False))
+        if "pg" not in skip and wanted(PG_BATCH):
+            attempt(results, PG_BATCH, total, lambda: postgres(backlog, dsn, batched=True))
+        if "dbos" not in skip and wanted(DBOS):
+            attempt(results, DBOS, len(first.deliveries), lambda: dbos(first, dsn))
+    for name, count in before.items():
+        if len(results.rates.get(name, [])) > count:
+            results.notes.append(
+                f"{name}: {len(results.rates[name]) - count} of its runs came from a later pass."
+            )
+    scale: dict[str, int | float] = {
+        "deliveries": total,
+        "duplicates": share,
+        "occurrences": backlog.occurrences,
+        "partitions": partitions,
+        "dbos_deliveries": len(first.deliveries),
+        "runs": runs,
+    }
+    return results, backlog, scale
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.admission", description=__doc__)
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--out", type=Path, default=Path("var/bench/admission.json"))
+    parser.add_argument(
+        "--profile-only",
+        action="store_true",
+        help="only the profiled run; add its note to the section already in --out",
+    )
+    parser.add_argument(
+        "--resume",
+        action="store_true",
+        help="read the raw results beside --out and run only contenders short of --runs",
+    )
+    args = parser.parse_args(argv)
+    stop_on_sigterm()
+    if args.profile_only:
+        backlog = plan(int(os.environ.get("BENCH_PROFILE_DELIVERIES", "50000")), 0.25)
+        note = profile_note(backlog, int(os.environ.get("BENCH_PARTITIONS", "6")), 600)
+        done = read(args.out)
+        write(dataclasses.replace(done, notes=[*done.notes, note]), args.out)
+        print(note)
+        return 0
+    raw = args.out.with_suffix(".raw.json")
+    earlier = load_results(raw) if args.resume else None
+    results, backlog, scale = measure(args.runs, earlier)
+    profiled_before = any(n.startswith(PROFILE_NOTE) for n in results.notes)
+    if os.environ.get("BENCH_PROFILE", "1") != "0" and not profiled_before:
+        profiled = Backlog(
+            backlog.deliveries[: int(os.environ.get("BENCH_PROFILE_DELIVERIES", "50000"))],
+            backlog.workflow_key,
+            backlog.workflow_value,
+            backlog.slots,
+        )
+        results.notes.append(profile_note(profiled, int(scale["partitions"]), 600))
+    raw.parent.mkdir(parents=True, exist_ok=True)
+    raw.write_text(json.dumps(dataclasses.asdict(results), indent=1))
+    write(section(results, scale), args.out)
+    print(f"wrote {args.out} and {raw}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,170 @@
+"""Section 1's figures: what the admission runs measured, as a :class:`~bench.results.Section`.
+
+Pure: :func:`section` turns :class:`Results` (rates per contender per run, failures, what
+admission wrote per delivery) into tables, targets (the issue's, met or missed and by how
+much), notes and plot series; nothing here touches Kafka or Postgres.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from bench.limit import Output
+from bench.results import Cell, Section, Series, Spread, Table, Target, spread
+
+SLUICEGATE_1 = "Sluicegate, 1 instance"
+SLUICEGATE_2 = "Sluicegate, 2 instances"
+LIMIT = "limit: bare transactional consume-produce"
+PG_EACH = "Postgres ON CONFLICT, 1 txn per delivery, 4 connections"
+PG_BATCH = "Postgres ON CONFLICT, 1,000 per txn"
+DBOS = "DBOS Transact, 1 workflow per delivery"
+SHORT = {
+    SLUICEGATE_1: "Sluicegate x1",
+    SLUICEGATE_2: "Sluicegate x2",
+    LIMIT: "limit",
+    PG_EACH: "PG per delivery",
+    PG_BATCH: "PG batched",
+    DBOS: "DBOS",
+}
+
+
+@dataclass
+class Results:
+    rates: dict[str, list[float]] = field(default_factory=dict)
+    failures: dict[str, list[str]] = field(default_factory=dict)
+    deliveries: dict[str, int] = field(default_factory=dict)
+    profile: list[Output] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def add(self, name: str, deliveries: int, seconds: float) -> None:
+        self.rates.setdefault(name, []).append(deliveries / seconds)
+        self.deliveries[name] = deliveries
+        print(f"  {name}: {deliveries / seconds:,.0f} deliveries/s ({seconds:.1f} s)", flush=True)
+
+    def fail(self, name: str, reason: str) -> None:
+        self.failures.setdefault(name, []).append(reason)
+        print(f"  {name}: FAILED: {reason}", flush=True)
+
+    def median(self, name: str) -> float | None:
+        values = self.rates.get(name)
+        return spread(values).median if values else None
+
+
+def _ratio(a: float | None, b: float | None) -> str:
+    return f"{a / b:.2f}" if a and b else "-"
+
+
+def _target(name: str, wanted: str, mine: float | None, bar: float | None, factor: float) -> Target:
+    """``mine >= factor * bar``, shown as a ratio (or as absolute rates when factor is 1)."""
+    if mine is None or bar is None:
+        return Target(name, wanted, "not measured", False, "no figure (see notes)")
+    need = factor * bar
+    met = mine >= need
+    by = f"{(mine / need - 1) * 100:+.0f}% ({mine:,.0f}/s vs {need:,.0f}/s needed)"
+    return Target(name, wanted, f"{mine / bar:.2f} x" if factor != 1 else f"{mine:,.0f}/s", met, by)
+
+
+def section(results: Results, scale: dict[str, int | float]) -> Section:
+    one = results.median(SLUICEGATE_1)
+    rows: list[list[Cell]] = []
+    order = [SLUICEGATE_1, SLUICEGATE_2, LIMIT, PG_EACH, PG_BATCH, DBOS]
+    for name in order + sorted(set(results.rates) - set(order)):
+        values = results.rates.get(name, [])
+        failed = len(results.failures.get(name, []))
+        if not values and not failed:
+            continue
+        shown = spread(values).shown() if values else "failed"
+        rows.append(
+            [
+                name,
+                results.deliveries.get(name, 0),
+                shown,
+                f"{len(values)} ok" + (f", {failed} failed" if failed else ""),
+                _ratio(one, results.median(name)),
+            ]
+        )
+    tables = [
+        Table(
+            "Deliveries per second (median (min to max) of the runs)",
+            ["contender", "deliveries", "deliveries/s", "runs", "Sluicegate x1 / it"],
+            rows,
+        )
+    ]
+    if results.profile:
+        tables.append(
+            Table(
+                "What admission writes per delivery (measured on the topics of a Sluicegate run)",
+                ["topic", "records", "records per delivery", "mean key bytes", "mean value bytes"],
+                [
+                    [o.topic, o.records, f"{o.records / o.inputs:.2f}", o.key_bytes, o.value_bytes]
+                    for o in results.profile
+                ],
+            )
+        )
+    two = results.median(SLUICEGATE_2)
+    targets = [
+        _target("one instance", ">= 10,000 deliveries/s", one, 10_000.0, 1.0),
+        _target("one instance vs the limit", ">= 0.5 x", one, results.median(LIMIT), 0.5),
+        _target("one instance vs Postgres batched", "> 1 x", one, results.median(PG_BATCH), 1.0),
+        _target("one instance vs DBOS", "> 100 x", one, results.median(DBOS), 100.0),
+        _target("two instances vs one", "> 1 x", two, one, 1.0),
+    ]
+    targets[2] = Target(
+        targets[2].name,
+        targets[2].wanted,
+        _ratio(one, results.median(PG_BATCH)) + " x",
+        targets[2].met,
+        targets[2].by,
+    )
+    targets[4] = Target(
+        targets[4].name, targets[4].wanted, _ratio(two, one) + " x", targets[4].met, targets[4].by
+    )
+    notes = [
+        f"{scale['deliveries']:,} deliveries ({scale['duplicates']:.0%} duplicates, "
+        f"{scale['occurrences']:,} occurrences), 3 slots, {scale['partitions']} partitions, "
+        f"{scale['runs']} runs; every contender of a run reads the same encoded records.",
+        "Sluicegate's clock starts when the `sluicegate processor` processes are started (so it "
+        "includes interpreter start-up, group join and restore of an empty store) and stops when "
+        "a read_committed consumer has seen the last delivery's outcome.",
+        f"DBOS ran on the first {scale['dbos_deliveries']:,} deliveries only (one durable "
+        "workflow each, in one process); its rate is per delivery of that subset.",
+        "The limit and Postgres run in the benchmark process; each Sluicegate instance is its "
+        "own OS process. The counts of every run were checked exact: one outcome per delivery, "
+        "one run per occurrence, one launch per run and slot (Postgres and DBOS: rows in their "
+        "tables; the limit: the records it was to write, per output topic).",
+    ]
+    for name, reasons in results.failures.items():
+        notes.append(
+            f"{name}: {len(reasons)} run(s) failed and are left out of its figure: {reasons[0]}"
+        )
+    notes += results.notes
+    series = [
+        Series(
+            "Admission throughput (deliveries/s, median)",
+            "median deliveries/s",
+            [SHORT.get(str(r[0]), str(r[0])) for r in rows if results.rates.get(str(r[0]))],
+            [s.median for s in _spreads(results, [str(r[0]) for r in rows])],
+            kind="bar",
+            ylabel="deliveries/s",
+        )
+    ]
+    return Section(
+        order=1,
+        title="Admission throughput",
+        intro=(
+            "Deliveries admitted per second from a backlog already on the topic, exactly-once "
+            "on, by 1 and 2 `sluicegate processor` instances, beside the limit (a bare "
+            "confluent-kafka transactional consume-produce loop writing per input what "
+            "admission writes per delivery, with the processor's batch of 2,000 and commit "
+            "interval of 100 ms), Postgres `INSERT ... ON CONFLICT DO NOTHING` admission and "
+            "DBOS Transact."
+        ),
+        tables=tables,
+        notes=notes,
+        series=series,
+        targets=targets,
+    )
+
+
+def _spreads(results: Results, names: list[str]) -> list[Spread]:
+    return [spread(results.rates[n]) for n in names if results.rates.get(n)]

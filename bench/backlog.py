@@ -1,0 +1,292 @@
+"""The admission benchmark's records and topics: one planned backlog, replayed per run.
+
+:func:`plan` makes ``total`` deliveries of the README's example candle to the example
+workflow (``examples/btc-breakout.toml``: one destination, three slots; its branch timeout
+raised to an hour, as no worker completes the branches), a ``duplicates``
+share of them repeating an earlier occurrence. They are encoded once (:class:`Backlog`), so
+every contender of every run reads byte-identical records. :class:`Stage` is one run's
+private world: a fresh topic prefix and state directory, the workflow published, the backlog
+produced; :meth:`Stage.close` deletes its topics (the broker is shared).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import random
+import shutil
+import signal
+import threading
+import time
+import tomllib
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient
+
+from schemas.codec import encode
+from schemas.events import DeliveryDeduplicated, DeliveryRejected, OccurrenceConflict, RunAdmitted
+from schemas.registry import get_registry
+from schemas.topics import DELIVERIES, RUNS, WORKFLOWS
+from streams.core.errors import Refusal
+from streams.core.intake import intake
+from streams.core.workflow import parse_workflow_file, revise, workflow_key
+from streams.kafka.topics import ensure_topics
+from streams.settings import Settings, load_settings
+
+ROOT = Path(__file__).resolve().parents[1]
+WORKFLOW_FILE = ROOT / "examples" / "btc-breakout.toml"
+RECEIVED_AT_MS = 1_796_040_061_000  # 2026-11-30T12:01:01Z, a second after the candle closed
+BRANCH_TIMEOUT = "1h"
+OUTCOME_HEADERS = frozenset(
+    get_registry().by_class[cls].header
+    for cls in (RunAdmitted, DeliveryDeduplicated, OccurrenceConflict, DeliveryRejected)
+)
+HEADER_LENGTH = len(next(iter(OUTCOME_HEADERS)))
+
+
+@dataclass(frozen=True)
+class Delivery:
+    key: bytes
+    value: bytes
+    delivery_id: str
+    admission_key: str
+
+
+@dataclass(frozen=True)
+class Backlog:
+    deliveries: list[Delivery]
+    workflow_key: bytes
+    workflow_value: bytes
+    slots: tuple[str, ...]
+
+    @property
+    def occurrences(self) -> int:
+        return len({d.admission_key for d in self.deliveries})
+
+
+@dataclass(frozen=True)
+class _Planned(Delivery):
+    admission_key_source: str
+
+
+def plan(total: int, duplicates: float, seed: int = 12) -> Backlog:
+    """``total`` encoded deliveries, ``duplicates`` of them repeats of earlier occurrences."""
+    document = tomllib.loads(WORKFLOW_FILE.read_text())
+    # Nobody completes the branches here: a timeout inside the run would add relaunches
+    # (timers, BranchRelaunched) to what is measured as admission.
+    document["workflow"][0]["branch_timeout"] = BRANCH_TIMEOUT
+    (definition,) = parse_workflow_file(document)
+    workflow = revise(None, definition, RECEIVED_AT_MS - 60_000)
+    assert workflow is not None
+    rng = random.Random(seed)
+    distinct = round(total * (1 - duplicates))
+    sent: list[_Planned] = []
+    out: list[_Planned] = []
+    fresh = 0
+    for n in range(total):
+        repeat = sent and (fresh >= distinct or rng.random() < duplicates)
+        if repeat:
+            body = dict(_candle(rng.choice(sent).admission_key_source))
+        else:
+            body = _candle(f"evt-{fresh:07d}")
+            fresh += 1
+        taken = intake(
+            body,
+            workflow,
+            delivery_id=f"d-{n:07d}",
+            received_at_ms=RECEIVED_AT_MS,
+            channel="publish",
+            now_ms=RECEIVED_AT_MS,
+        )
+        if isinstance(taken, Refusal):
+            raise RuntimeError(f"the example workflow refused a planned delivery: {taken}")
+        d = _Planned(
+            taken.admission_key.encode(),
+            encode(taken),
+            taken.delivery_id,
+            taken.admission_key,
+            str(body["event_id"]),
+        )
+        if not repeat:
+            sent.append(d)
+        out.append(d)
+    return Backlog(
+        deliveries=[Delivery(d.key, d.value, d.delivery_id, d.admission_key) for d in out],
+        workflow_key=workflow_key(workflow.subscription, workflow.environment).encode(),
+        workflow_value=encode(workflow),
+        slots=tuple(definition.slots),
+    )
+
+
+def _candle(event_id: str) -> dict[str, object]:
+    return {
+        "event_id": event_id,
+        "source": "tradingview",
+        "venue": "binance",
+        "instrument": "BTCUSDT",
+        "interval": "1m",
+        "candle_open": "2026-11-30T12:00:00Z",
+        "rule": "breakout-v1",
+        "side": "buy",
+        "price": "97000.5",
+        "account": "acc-1",
+    }
+
+
+def stop_on_sigterm() -> None:
+    """Let SIGTERM unwind like Ctrl-C, so a stopped benchmark still deletes its topics and
+    stops its child processes."""
+
+    def stop(_signum: int, _frame: object) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, stop)
+
+
+class Stage:
+    """One run's fresh topics (prefix ``bench-<hex>.``), workflow and state directory."""
+
+    def __init__(self, partitions: int) -> None:
+        self.prefix = f"bench-{uuid.uuid4().hex[:10]}."
+        self.state_dir = ROOT / "var" / "bench-state" / self.prefix
+        self.settings: Settings = load_settings(
+            {
+                "SLUICEGATE_TOPIC_PREFIX": self.prefix,
+                "SLUICEGATE_PARTITIONS": str(partitions),
+                "SLUICEGATE_STATE_DIR": str(self.state_dir),
+            }
+        )
+        ensure_topics(self.settings)
+
+    def env(self) -> dict[str, str]:
+        """What a ``sluicegate`` child process needs to run on this stage."""
+        return {
+            "SLUICEGATE_TOPIC_PREFIX": self.prefix,
+            "SLUICEGATE_PARTITIONS": str(self.settings.partitions),
+            "SLUICEGATE_STATE_DIR": str(self.state_dir),
+        }
+
+    def produce(self, backlog: Backlog, topic: str | None = None) -> None:
+        """The workflow, then every delivery (acks=all, idempotent), all acknowledged."""
+        producer = Producer(
+            self.settings.producer_config(
+                **{"enable.idempotence": True, "acks": "all", "linger.ms": 20}
+            )
+        )
+        producer.produce(
+            self.settings.topic(WORKFLOWS), key=backlog.workflow_key, value=backlog.workflow_value
+        )
+        target = topic or self.settings.topic(DELIVERIES)
+        for d in backlog.deliveries:
+            while True:
+                try:
+                    producer.produce(target, key=d.key, value=d.value)
+                    break
+                except BufferError:
+                    producer.poll(0.05)
+        if producer.flush(120) != 0:
+            raise RuntimeError("the backlog was not acknowledged within 120 s")
+
+    def close(self) -> None:
+        admin = AdminClient(self.settings.kafka_config())
+        names = [n for n in admin.list_topics(timeout=10).topics if n.startswith(self.prefix)]
+        if names:
+            for future in admin.delete_topics(names, operation_timeout=60).values():
+                with contextlib.suppress(Exception):
+                    future.result()
+        shutil.rmtree(self.state_dir, ignore_errors=True)
+
+
+class OutcomeCounter:
+    """Counts outcome records on ``runs`` as a read_committed consumer sees them, from a
+    thread; :meth:`wait` returns the monotonic time at which the count reached ``expected``.
+
+    Only the 10-byte schema header of each record is looked at, so the counter takes little
+    of the CPU the measured processes need.
+    """
+
+    def __init__(self, settings: Settings, expected: int) -> None:
+        self.expected = expected
+        self.count = 0
+        self.reached_at: float | None = None
+        self._done = threading.Event()
+        self._stop = threading.Event()
+        self._consumer = Consumer(
+            settings.kafka_config(
+                **{
+                    "group.id": f"bench-counter-{uuid.uuid4().hex}",
+                    "isolation.level": "read_committed",
+                    "enable.auto.commit": False,
+                    "fetch.wait.max.ms": 10,
+                }
+            )
+        )
+        topic = settings.topic(RUNS)
+        partitions = self._consumer.list_topics(topic, timeout=10).topics[topic].partitions
+        self._consumer.assign([TopicPartition(topic, p, 0) for p in partitions])
+        self._thread = threading.Thread(target=self._run, daemon=True, name="outcome-counter")
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            while not self._stop.is_set():
+                for m in self._consumer.consume(10_000, timeout=0.05):
+                    err = m.error()
+                    if err is not None:
+                        if err.code() == KafkaError._PARTITION_EOF:
+                            continue
+                        raise RuntimeError(err.str())
+                    if (m.value() or b"")[:HEADER_LENGTH] in OUTCOME_HEADERS:
+                        self.count += 1
+                if self.count >= self.expected and self.reached_at is None:
+                    self.reached_at = time.monotonic()
+                    self._done.set()
+        finally:
+            self._consumer.close()
+
+    def wait(self, timeout_s: float) -> float:
+        if not self._done.wait(timeout_s):
+            raise TimeoutError(f"{self.count} of {self.expected} outcomes after {timeout_s:.0f} s")
+        assert self.reached_at is not None
+        return self.reached_at
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(10)
+
+
+def read_all(
+    settings: Settings, topic: str, timeout_s: float = 120
+) -> Iterator[tuple[int, bytes, bytes]]:
+    """(partition, key, value) of every committed record of ``topic`` up to its end now."""
+    consumer = Consumer(
+        settings.kafka_config(
+            **{
+                "group.id": f"bench-reader-{uuid.uuid4().hex}",
+                "isolation.level": "read_committed",
+                "enable.auto.commit": False,
+                "enable.partition.eof": True,
+            }
+        )
+    )
+    try:
+        partitions = consumer.list_topics(topic, timeout=10).topics[topic].partitions
+        consumer.assign([TopicPartition(topic, p, 0) for p in partitions])
+        pending = set(partitions)
+        deadline = time.monotonic() + timeout_s
+        while pending:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"reading {topic}: {sorted(pending)} not at their end")
+            for m in consumer.consume(10_000, timeout=0.5):
+                err = m.error()
+                if err is not None:
+                    if err.code() == KafkaError._PARTITION_EOF:
+                        pending.discard(m.partition() or 0)
+                        continue
+                    raise RuntimeError(err.str())
+                yield (m.partition() or 0, m.key() or b"", m.value() or b"")
+    finally:
+        consumer.close()

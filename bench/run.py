@@ -1,0 +1,64 @@
+"""``python -m bench.run``: every benchmark section, then the report (what ``make bench`` runs).
+
+Each section ``bench/<name>.py`` runs as its own process
+(``python -m bench.<name> --runs N --out var/bench/<name>.json``), one after another, so one
+section's processes never compete with another's for the machine's cores. A section whose
+module does not exist is skipped with a message; a section that fails is reported and the
+others still run; the report is rendered from whatever results exist. The exit status is
+non-zero if any section that exists failed.
+
+Environment: ``BENCH_RUNS`` (default 3) runs per figure, ``BENCH_SECTIONS`` (comma-separated
+names, default all) to run only some; each section documents its own scale knobs.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SECTIONS = ("admission", "latency", "projection", "recovery")
+
+
+def main() -> int:
+    runs = os.environ.get("BENCH_RUNS", "3")
+    chosen = [s.strip() for s in os.environ.get("BENCH_SECTIONS", ",".join(SECTIONS)).split(",")]
+    out = ROOT / "var" / "bench"
+    out.mkdir(parents=True, exist_ok=True)
+    failed: list[str] = []
+    for name in (s for s in SECTIONS if s in chosen):
+        if not (ROOT / "bench" / f"{name}.py").exists():
+            print(f"bench: section {name} skipped (bench/{name}.py does not exist)", flush=True)
+            continue
+        print(f"bench: section {name} ...", flush=True)
+        started = time.monotonic()
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                f"bench.{name}",
+                "--runs",
+                runs,
+                "--out",
+                str(out / f"{name}.json"),
+            ],
+            cwd=ROOT,
+            check=False,
+        )
+        took = time.monotonic() - started
+        if done.returncode != 0:
+            failed.append(name)
+            print(f"bench: section {name} FAILED (exit {done.returncode}) after {took:.0f} s")
+        else:
+            print(f"bench: section {name} done in {took:.0f} s", flush=True)
+    report = subprocess.run([sys.executable, "-m", "bench.report"], cwd=ROOT, check=False)
+    if failed:
+        print(f"bench: failed sections: {', '.join(failed)}")
+    return 1 if failed or report.returncode != 0 else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

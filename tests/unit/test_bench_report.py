@@ -1,0 +1,75 @@
+"""The benchmark report renders a hand-made section: machine facts, targets, tables, plot."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from bench.report import Machine, main, panels, render_markdown, render_png
+from bench.results import Section, Series, Table, Target, write
+
+MACHINE = Machine(
+    cores=2, ram_gib=7.6, python="3.11.9", kafka="4.1.0", postgres="16.4", date="2026-12-01"
+)
+
+
+def section(order: int = 1) -> Section:
+    return Section(
+        order=order,
+        title="Admission throughput",
+        intro="200,000 deliveries, 25% duplicates.",
+        tables=[
+            Table(
+                "deliveries/s",
+                ["contender", "deliveries/s", "ratio"],
+                [["sluicegate, 1 instance", 12_345.6, "0.31"], ["limit | bare", 40_000, 1.0]],
+            )
+        ],
+        notes=["one line note", "profile (top frames)\n  decide 27%\n  encode 16%"],
+        series=[
+            Series("throughput", "median", ["sluicegate", "limit"], [12_345.6, 40_000.0]),
+            Series("latency", "p99", [200, 1000], [3.0, 4.0], kind="line"),
+        ],
+        targets=[
+            Target("one instance", ">= 10,000/s", "12,346/s", True, "+23%"),
+            Target("vs limit", ">= 0.5 x", "0.31 x", False, "0.19 x short"),
+        ],
+    )
+
+
+def test_the_page_has_machine_facts_targets_tables_and_notes() -> None:
+    page = render_markdown([section()], MACHINE, "benchmarks.png")
+    assert page.startswith("# Sluicegate benchmarks\n")
+    for fact in ("| CPU cores | 2 |", "| Kafka | 4.1.0 |", "| PostgreSQL | 16.4 |", "7.6 GiB"):
+        assert fact in page
+    assert "## 1. Admission throughput" in page
+    assert "**Targets: 1 of 2 met.**" in page
+    assert "| vs limit | >= 0.5 x | 0.31 x | **missed** | 0.19 x short |" in page
+    assert "| sluicegate, 1 instance | 12,346 | 0.31 |" in page
+    assert "| limit \\| bare | 40,000 | 1.00 |" in page  # a pipe in a cell is escaped
+    assert "```\n  decide 27%\n  encode 16%\n```" in page
+    assert "![benchmark plots](benchmarks.png)" in page
+    assert "Not in this run (no results): 2. latency, 4. projection, 5. recovery." in page
+
+
+def test_sections_are_ordered_and_series_grouped_by_plot() -> None:
+    later, first = section(order=5), section(order=1)
+    page = render_markdown([later, first], MACHINE, None)
+    assert page.index("## 1.") < page.index("## 5.")
+    assert "![" not in page
+    grouped = panels([later, first])
+    assert list(grouped) == ["throughput", "latency"]
+    assert len(grouped["throughput"]) == 2
+
+
+def test_the_png_is_drawn_and_the_cli_renders_from_json(tmp_path: Path) -> None:
+    png = tmp_path / "plot.png"
+    assert render_png([section()], png)
+    assert png.read_bytes().startswith(b"\x89PNG")
+    assert not render_png([Section(order=2, title="t", intro="i")], tmp_path / "none.png")
+
+    results = tmp_path / "results"
+    write(section(), results / "admission.json")
+    (results / "admission.raw.json").write_text('{"rates": {}}')  # raw figures are not read
+    markdown = tmp_path / "docs" / "benchmarks.md"
+    assert main(["--results", str(results), "--markdown", str(markdown), "--png", str(png)]) == 0
+    assert "## 1. Admission throughput" in markdown.read_text()

@@ -1,0 +1,114 @@
+"""Sections 1 and 2 turn measured runs into figures, targets and series (pure parts only)."""
+
+from __future__ import annotations
+
+from bench.admission_section import (
+    DBOS,
+    LIMIT,
+    PG_BATCH,
+    PG_EACH,
+    SLUICEGATE_1,
+    SLUICEGATE_2,
+    Results,
+)
+from bench.admission_section import section as admission_section
+from bench.latency_section import Measured
+from bench.latency_section import section as latency_section
+from bench.limit import Output
+from bench.report import Machine, render_markdown
+
+SCALE = {
+    "deliveries": 1000,
+    "duplicates": 0.25,
+    "occurrences": 750,
+    "partitions": 6,
+    "dbos_deliveries": 100,
+    "runs": 3,
+}
+
+
+def results() -> Results:
+    r = Results()
+    for name, rates in (
+        (SLUICEGATE_1, [3000.0, 2900.0, 3100.0]),
+        (SLUICEGATE_2, [4000.0, 4100.0, 3900.0]),
+        (LIMIT, [46000.0, 45000.0, 47000.0]),
+        (PG_EACH, [1700.0, 1600.0, 1800.0]),
+        (PG_BATCH, [7800.0, 7700.0, 7900.0]),
+        (DBOS, [90.0, 80.0, 100.0]),
+    ):
+        r.rates[name] = rates
+        r.deliveries[name] = 100 if name == DBOS else 1000
+    r.profile = [Output("runs", 1000, 1000, 44, 464), Output("tasks", 2250, 1000, 44, 362)]
+    return r
+
+
+def test_admission_targets_say_by_how_much_and_ratios_use_medians() -> None:
+    s = admission_section(results(), SCALE)
+    targets = {t.name: t for t in s.targets}
+    assert not targets["one instance"].met
+    assert targets["one instance"].by.startswith("-70%")
+    assert targets["one instance vs the limit"].measured == "0.07 x"
+    assert not targets["one instance vs the limit"].met
+    assert targets["one instance vs Postgres batched"].measured == "0.38 x"
+    assert targets["one instance vs DBOS"].measured == "33.33 x"
+    assert targets["two instances vs one"].met
+    assert targets["two instances vs one"].measured == "1.33 x"
+    rows = {row[0]: row for row in s.tables[0].rows}
+    assert rows[SLUICEGATE_1][2] == "3,000 (2,900 to 3,100)"
+    assert rows[PG_EACH][4] == "1.76"
+    assert s.tables[1].rows[1][2] == "2.25"
+    assert s.series[0].y[0] == 3000.0
+
+
+def test_a_failed_contender_shows_as_failed_never_by_its_speed() -> None:
+    r = results()
+    del r.rates[LIMIT]
+    r.failures[LIMIT] = ["CountsWrong: runs: 999 records, 1000 expected"]
+    s = admission_section(r, SCALE)
+    rows = {row[0]: row for row in s.tables[0].rows}
+    assert rows[LIMIT][2] == "failed"
+    assert rows[LIMIT][3] == "0 ok, 1 failed"
+    assert any("left out of its figure" in n for n in s.notes)
+    target = next(t for t in s.targets if t.name == "one instance vs the limit")
+    assert not target.met and target.measured == "not measured"
+    assert "limit" not in s.series[0].x
+
+
+def measured(rate: float, base: float, missing: int = 0, late: float = 0.0) -> Measured:
+    return Measured(rate, 1000, [base + i / 100 for i in range(1000 - missing)], missing, late)
+
+
+def test_latency_percentiles_ratio_target_and_sustained_marks() -> None:
+    webhook = [[measured(200, 5), measured(1000, 8)] for _ in range(3)]
+    bare = [[measured(200, 2), measured(1000, 3)] for _ in range(3)]
+    webhook[0][1] = measured(1000, 8, missing=1)
+    s = latency_section(webhook, bare, seconds=5)
+    (target,) = s.targets
+    # webhook p99 at 1,000/s is 8 + 9.9 = 17.9 ms; bare 3 + 9.9 = 12.9 ms: within 3 x
+    assert target.met
+    assert target.measured.startswith("17.9 ms = 1.4 x")
+    rows = {row[0]: row for row in s.tables[0].rows}
+    assert rows["200"][1] == "10.0 ms (10.0 to 10.0)"
+    assert str(rows["1,000"][4]).startswith("2 of 3")
+    assert rows["1,000"][5] == "1"
+    assert "Highest offered rate the webhook path sustained in every run: 200/s. At 1,000/s" in (
+        " ".join(s.notes)
+    )
+    page = render_markdown([s], Machine(2, 8.0, "3.11", "4.1", "15", "today"), None)
+    assert "## 2. Latency" in page and "**Targets: 1 of 1 met.**" in page
+
+
+def test_refusals_count_as_never_arrived_and_say_so() -> None:
+    refused = Measured(1000, 1000, [1.0] * 990, 10, 0.0, refused=10)
+    s = latency_section([[refused]], [[measured(1000, 1)]], seconds=1)
+    assert s.tables[0].rows[0][4] == "0 of 1 (achieved 1,000/s)"
+    assert s.tables[0].rows[0][5] == "10 (10 refused)"
+    assert "10 refused" in refused.summary()
+
+
+def test_a_late_sender_is_not_sustained() -> None:
+    assert measured(1000, 1).sustained
+    late = measured(1000, 1, late=0.5)  # 1 s planned, 0.5 s late at the end
+    assert not late.sustained
+    assert round(late.achieved) == 667
