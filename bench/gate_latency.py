@@ -27,7 +27,7 @@ from schemas.codec import decode, encode
 from schemas.events import ActionDispatched, CandidateProposed, DispatchRequested
 from schemas.registry import get_registry
 from schemas.topics import ACTIONS, CANDIDATES
-from streams.core.gate.rules import candidate_deadline
+from tests.support.gate import request
 
 DISPATCHED_HEADER = get_registry().by_class[ActionDispatched].header
 LEAD_S = 0.5
@@ -68,24 +68,6 @@ def proposal(n: int, tag: str, source_time_ms: int) -> CandidateProposed:
         enqueued_at_ms=source_time_ms,
         dequeued_at_ms=source_time_ms,
         proposed_at_ms=source_time_ms,
-    )
-
-
-def request(p: CandidateProposed, requested_at_ms: int) -> DispatchRequested:
-    return DispatchRequested(
-        candidate_id=p.candidate_id,
-        run_id=p.run_id,
-        admission_key=p.admission_key,
-        scope_key=p.scope_key,
-        kind=p.kind,
-        approvals=("analysis",),
-        expires_at_ms=candidate_deadline(p),
-        source_time_ms=p.source_time_ms,
-        validity_source_time=p.validity_source_time,
-        validity_window_ms=p.validity_window_ms,
-        clock_uncertainty_ms=p.clock_uncertainty_ms,
-        workflow_revision=p.workflow_revision,
-        requested_at_ms=requested_at_ms,
     )
 
 
