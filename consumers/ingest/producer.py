@@ -1,9 +1,10 @@
 """An asyncio face on one confluent-kafka producer for the ``deliveries`` topic.
 
-librdkafka reports acknowledgements only from ``poll()``. A background thread polls, and each
-delivery report settles an asyncio future on the event loop through
-``loop.call_soon_threadsafe`` (futures are not thread-safe). ``produce()`` itself is called on
-the event loop thread: it only enqueues, and librdkafka's queueing is thread-safe.
+librdkafka reports acknowledgements only from ``poll()``. A background thread polls, and the
+delivery reports one ``poll()`` served settle their asyncio futures on the event loop in one
+``loop.call_soon_threadsafe`` (futures are not thread-safe; one wake-up of the loop per poll
+instead of one per delivery). ``produce()`` itself is called on the event loop thread: it
+only enqueues, and librdkafka's queueing is thread-safe.
 
 Guarantee of :meth:`AsyncDeliveryProducer.send`: when it returns, the delivery was
 acknowledged by all in-sync replicas through the idempotent producer of
@@ -45,6 +46,8 @@ class AsyncDeliveryProducer:
         self.fatal: str | None = None
         self._last_error_code: int | None = None
         self._last_error_at = float("-inf")
+        # Delivery reports of the poll in progress; only the thread calling poll/flush adds.
+        self._reports: list[tuple[asyncio.Future[KafkaError | None], KafkaError | None]] = []
 
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
         """Start the poll thread; delivery reports will settle futures on ``loop``."""
@@ -69,6 +72,16 @@ class AsyncDeliveryProducer:
     def _poll(self) -> None:
         while not self._stop.is_set():
             self._producer.poll(0.05)
+            self._hand_over()
+
+    def _hand_over(self) -> None:
+        """Settle the futures of the reports the last poll served, on the event loop."""
+        if not self._reports or self._loop is None:
+            return
+        reports, self._reports = self._reports, []
+        # RuntimeError: the loop is closed, so nobody is waiting any more.
+        with contextlib.suppress(RuntimeError):
+            self._loop.call_soon_threadsafe(_settle_all, reports)
 
     async def send(self, delivery: AdmitDelivery, timeout_s: float) -> None:
         """Produce ``delivery``; return once acknowledged, else :class:`BrokerUnavailable`."""
@@ -81,10 +94,7 @@ class AsyncDeliveryProducer:
         acked: asyncio.Future[KafkaError | None] = loop.create_future()
 
         def report(err: KafkaError | None, _msg: Message) -> None:
-            # Runs on the poll thread.
-            # RuntimeError: the loop is closed, so nobody is waiting any more.
-            with contextlib.suppress(RuntimeError):
-                loop.call_soon_threadsafe(_settle, acked, err)
+            self._reports.append((acked, err))  # runs on the poll thread, inside poll()
 
         try:
             self._producer.produce(
@@ -99,12 +109,16 @@ class AsyncDeliveryProducer:
             ) from None
         except KafkaException as e:
             raise BrokerUnavailable(f"Kafka refused the delivery: {e.args[0].str()}") from None
+        # A timer instead of asyncio.wait_for, which wraps every await in a task of its own.
+        timer = loop.call_later(timeout_s, _expire, acked)
         try:
-            err = await asyncio.wait_for(asyncio.shield(acked), timeout_s)
+            err = await acked
         except TimeoutError:
             raise BrokerUnavailable(
                 f"Kafka did not acknowledge the delivery within {timeout_s:.1f} s; retry"
             ) from None
+        finally:
+            timer.cancel()
         if err is not None:
             if err.fatal():
                 self.fatal = err.str()
@@ -128,11 +142,20 @@ class AsyncDeliveryProducer:
         if self._thread is not None:
             self._thread.join()
         remaining = int(self._producer.flush(flush_timeout_s))
+        self._hand_over()
         if remaining:
             log.warning("%d deliveries were not acknowledged before shutdown", remaining)
         return remaining
 
 
-def _settle(future: asyncio.Future[KafkaError | None], err: KafkaError | None) -> None:
+def _settle_all(
+    reports: list[tuple[asyncio.Future[KafkaError | None], KafkaError | None]],
+) -> None:
+    for future, err in reports:
+        if not future.done():  # done: timed out, or the request was cancelled
+            future.set_result(err)
+
+
+def _expire(future: asyncio.Future[KafkaError | None]) -> None:
     if not future.done():
-        future.set_result(err)
+        future.set_exception(TimeoutError())

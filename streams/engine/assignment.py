@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
@@ -47,6 +48,9 @@ class Assignment:
         # Whether a revoke may leave checkpoints: False once the instance stops on an error
         # (a transaction's outcome may be unknown, so the stores may not match the changelog).
         self.checkpoints = True
+        # The partition-count check is two metadata round trips: it runs beside the batch's
+        # decisions instead of before them (see count_check).
+        self._checker = ThreadPoolExecutor(1, thread_name_prefix="partition-counts")
 
     def assign(
         self, consumer: Consumer, partitions: Sequence[TopicPartition], stats: ProcessorStats
@@ -115,19 +119,32 @@ class Assignment:
         log.info("revoked; now holding %s", stats.assigned)
 
     def close(self) -> None:
+        # Before the restorer closes: a check in flight still uses its client.
+        self._checker.shutdown(wait=True)
         for store in self.stores.values():
             store.close()
         self.stores.clear()
 
-    def check_counts(self) -> None:
-        """Stop (before anything is decided) if an input topic's count changed since."""
-        counts = self.restorer.partition_counts(self.input_topics)
+    def count_check(self) -> Future[dict[str, int]]:
+        """Start reading the input topics' partition counts; :meth:`verify_counts` judges them.
+
+        The processor starts this when a batch is taken and verifies it before the batch's
+        transaction commits, so the metadata round trips overlap the decisions instead of
+        preceding them; a changed count aborts the transaction, so nothing decided with the
+        old count leaves.
+        """
+        return self._checker.submit(self.restorer.partition_counts, self.input_topics)
+
+    def verify_counts(self, check: Future[dict[str, int]]) -> None:
+        """Raise :class:`PartitionCountChanged` if an input topic's count changed since the
+        assignment (waits for ``check``; a metadata failure is raised as it is)."""
+        counts = check.result()
         changed = {t: n for t, n in counts.items() if n != self.partitions}
         if changed:
             shown = ", ".join(f"{t} now has {n}" for t, n in changed.items())
             raise PartitionCountChanged(
                 f"the state of {self.who} was restored for {self.partitions} partitions, but "
-                f"{shown}: keys have moved, so this instance stops before deciding anything; "
+                f"{shown}: keys have moved, so this instance stops before committing anything; "
                 f"{MIGRATE}"
             )
 

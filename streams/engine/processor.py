@@ -9,15 +9,17 @@ Commit order, per batch (this order is the whole exactly-once argument):
 1. consume a batch (outside any transaction; rebalance callbacks run only here): whatever
    has arrived, up to the budget, waiting only while nothing has;
 2. ``prepare`` the app (may block: lookups happen before the transaction opens); if the batch
-   has records, check that the input topics still have the partition count the state was
-   restored with (a count changed by hand stops the instance before anything is decided);
+   has records, start reading the input topics' partition counts (on a helper thread, so
+   the round trips overlap steps 3 to 5);
 3. begin the transaction; fire due timers, then decide each record; produce the events;
 4. produce the changelog records of every state the batch changed (explicit partition = the
    input partition), and ``m/partitions`` once per changelog partition;
 5. ``send_offsets_to_transaction`` with the consumer group metadata and the offsets of
    *every* assigned partition (those the batch advanced, the committed ones otherwise), so
    every transaction, timer-only ones included, is fenced: a zombie whose group generation
-   is stale cannot commit anything;
+   is stale cannot commit anything; then wait for the counts of step 2: a count that
+   differs from the one the state was restored with (changed by hand) aborts the
+   transaction and stops the instance, so nothing decided with moved keys is committed;
 6. commit the transaction, resuming a timed-out commit (never aborting it); only then write
    the buffered state into RocksDB and advance the tracked offsets.
 
@@ -67,6 +69,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future
 from pathlib import Path
 from typing import Generic, TypeVar
 
@@ -268,20 +271,29 @@ class Processor(Generic[S, C, E]):
         items.extend(inputs)
         if not items:
             return
-        if inputs:
-            self._held.check_counts()
+        counts = self._held.count_check() if inputs else None
         try:
-            if not self._decide(items, now, adapt=True) and self.effects is not None:
+            decided = self._decide(items, now, adapt=True, counts=counts)
+            if not decided and self.effects is not None:
                 self.effects.requeue(answers)
         except txn.Unrecordable as e:
+            if counts is not None:
+                self._held.verify_counts(counts)
             self._isolate(items, now, str(e))
 
-    def _decide(self, items: Sequence[Item], now: int, *, adapt: bool = False) -> bool:
+    def _decide(
+        self,
+        items: Sequence[Item],
+        now: int,
+        *,
+        adapt: bool = False,
+        counts: Future[dict[str, int]] | None = None,
+    ) -> bool:
         """Commit ``items`` in one transaction, deciding them again in place if it aborted;
         ``False`` if it still failed (the consumer was then rewound to the committed offsets,
         so they are consumed and decided again)."""
         for attempt in range(IN_PLACE_ATTEMPTS):
-            outcome = self._transact(items, now, adapt=adapt)
+            outcome = self._transact(items, now, adapt=adapt, counts=counts)
             if outcome is _Outcome.COMMITTED:
                 return True
             if outcome is _Outcome.STALE:
@@ -296,8 +308,15 @@ class Processor(Generic[S, C, E]):
         self._held.rewind(self._consumer)
         return False
 
-    def _transact(self, items: Sequence[Item], now: int, *, adapt: bool) -> _Outcome:
-        """Decide ``items`` in one transaction.
+    def _transact(
+        self,
+        items: Sequence[Item],
+        now: int,
+        *,
+        adapt: bool,
+        counts: Future[dict[str, int]] | None,
+    ) -> _Outcome:
+        """Decide ``items`` in one transaction; with ``counts``, verified before the commit.
 
         Raises :class:`~streams.engine.transactions.Unrecordable` (already aborted) when a
         record of it can never be produced.
@@ -321,6 +340,8 @@ class Processor(Generic[S, C, E]):
             positions = [TopicPartition(t, p, o) for (t, p), o in offsets.items()]
             metadata = self._consumer.consumer_group_metadata()
             txn.send_offsets(self._producer, positions, metadata, deadline)
+            if counts is not None:
+                self._held.verify_counts(counts)
             if self._failpoints:
                 self._failpoints.check("before_commit", self._decided_events())
             txn.commit(self._producer, deadline)

@@ -31,6 +31,15 @@ ErrorCallback = Callable[[KafkaError], None]
 
 IDEMPOTENT: Mapping[str, object] = {"enable.idempotence": True, "acks": "all"}
 """What every producer guarantees."""
+TRANSACTION_RETRY: Mapping[str, object] = {"retry.backoff.ms": 10, "retry.backoff.max.ms": 1000}
+"""A transactional producer's retry backoff, unless the pass-through settings or tuning set it.
+
+Right after a commit the coordinator is still writing the commit markers and answers the
+next transaction's first ``AddPartitionsToTxn``/``AddOffsetsToTxn`` with
+``CONCURRENT_TRANSACTIONS``. librdkafka retries that after ``retry.backoff.ms``, 100 ms by
+default, so a few percent of transactions took 100 ms more than the rest; measured here,
+``send_offsets_to_transaction`` p99 went from 120 ms to 17 to 27 ms at 10 ms. The backoff
+still doubles up to ``retry.backoff.max.ms`` while an error lasts."""
 READ_COMMITTED: Mapping[str, object] = {
     "isolation.level": "read_committed",
     "enable.auto.commit": False,
@@ -77,6 +86,21 @@ def idempotent_producer(
     return Producer(config)
 
 
+def transactional_config(
+    settings: Settings,
+    *,
+    transactional_id: str,
+    client_id: str,
+    tuning: Mapping[str, object] | None = None,
+) -> KafkaConfig:
+    """The configuration :func:`transactional_producer` builds its producer from."""
+    guaranteed = {**IDEMPOTENT, "transactional.id": transactional_id}
+    # A default, not a guarantee: a SLUICEGATE_RDKAFKA_RETRY_BACKOFF_MS setting wins.
+    retry = {k: v for k, v in TRANSACTION_RETRY.items() if k not in settings.kafka_extra}
+    named = {**retry, "client.id": client_id}
+    return client_config(settings, guaranteed, named, tuning, producer=True)
+
+
 def transactional_producer(
     settings: Settings,
     *,
@@ -85,9 +109,11 @@ def transactional_producer(
     tuning: Mapping[str, object] | None = None,
 ) -> Producer:
     """An idempotent producer with ``transactional_id``; call ``init_transactions`` first."""
-    guaranteed = {**IDEMPOTENT, "transactional.id": transactional_id}
-    named = {"client.id": client_id}
-    return Producer(client_config(settings, guaranteed, named, tuning, producer=True))
+    return Producer(
+        transactional_config(
+            settings, transactional_id=transactional_id, client_id=client_id, tuning=tuning
+        )
+    )
 
 
 def read_committed_consumer(

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from streams.kafka.clients import IDEMPOTENT, READ_COMMITTED, READ_UNCOMMITTED, client_config
+from streams.kafka.clients import (
+    IDEMPOTENT,
+    READ_COMMITTED,
+    READ_UNCOMMITTED,
+    client_config,
+    transactional_config,
+)
 from streams.settings import load_settings
 
 
@@ -41,3 +47,15 @@ def test_a_guarantee_cannot_be_tuned_away(
 ) -> None:
     with pytest.raises(ValueError, match="fixed by the client kind"):
         client_config(load_settings({}), guaranteed, {"group.id": "g"}, tuning)
+
+
+def test_a_transactional_producer_retries_soon_unless_the_environment_says_otherwise() -> None:
+    def backoff(env: dict[str, str], tuning: dict[str, object] | None = None) -> object:
+        conf = transactional_config(
+            load_settings(env), transactional_id="t", client_id="c", tuning=tuning
+        )
+        return conf["retry.backoff.ms"], conf["retry.backoff.max.ms"]
+
+    assert backoff({}) == (10, 1000)
+    assert backoff({"SLUICEGATE_RDKAFKA_RETRY_BACKOFF_MS": "250"}) == ("250", 1000)
+    assert backoff({}, {"retry.backoff.ms": 50}) == (50, 1000)
