@@ -181,15 +181,61 @@ def candles(count: int, tag: str) -> list[bytes]:
     return bodies
 
 
-def webhook(stage: Stage, servers: Servers, rate: float, seconds: float) -> Measured:
+def cpu_seconds(pid: int) -> float | None:
+    """User + system CPU seconds of ``pid`` so far (None if it is gone or not on Linux)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def broker_pid() -> int | None:
+    """The local broker's pid (``make up`` writes it), None when Kafka runs elsewhere."""
+    try:
+        return int((ROOT / "var" / "kafka" / "kafka.pid").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+class CpuMeter:
+    """CPU used by named processes between :meth:`start` and :meth:`cores`."""
+
+    def __init__(self, pids: dict[str, int | None]) -> None:
+        self.pids = {name: pid for name, pid in pids.items() if pid is not None}
+        self._before: dict[str, float] = {}
+        self._started = 0.0
+
+    def start(self) -> None:
+        self._started = time.monotonic()
+        self._before = {n: c for n, pid in self.pids.items() if (c := cpu_seconds(pid)) is not None}
+
+    def cores(self) -> dict[str, float]:
+        elapsed = time.monotonic() - self._started
+        used = {}
+        for name, before in self._before.items():
+            after = cpu_seconds(self.pids[name])
+            if after is not None and elapsed > 0:
+                used[name] = round((after - before) / elapsed, 3)
+        return used
+
+
+def webhook(
+    stage: Stage, servers: Servers, rate: float, seconds: float, meter: CpuMeter | None = None
+) -> Measured:
     count = max(1, int(rate * seconds))
     bodies = candles(count, uuid.uuid4().hex[:6])
     arrivals = Arrivals()
     consumer = tail_consumer(stage, stage.settings.topic(RUNS))
     thread = threading.Thread(target=tail, args=(consumer, arrivals, admitted_delivery))
     thread.start()
+    cores: dict[str, float] | None = None
     try:
+        if meter is not None:
+            meter.start()
         scheduled, ids = asyncio.run(post_all(servers.port, bodies, rate))
+        if meter is not None:
+            cores = meter.cores()  # the sending, not the wait for stragglers below
         settle(arrivals, {d for d in ids if d}, timeout_s=60)
         late = behind_s(arrivals, {d for d in ids if d}, scheduled[-1])
     finally:
@@ -201,7 +247,7 @@ def webhook(stage: Stage, servers: Servers, rate: float, seconds: float) -> Meas
         if d in arrivals.seen
     )
     refused = sum(1 for d in ids if not d)
-    return Measured(rate, count, latencies, count - len(latencies), late, refused)
+    return Measured(rate, count, latencies, count - len(latencies), late, refused, cores)
 
 
 # -- bare round trip ----------------------------------------------------------------------------
@@ -280,9 +326,19 @@ def main(argv: list[str] | None = None) -> int:
             webhook(stage, servers, 50, 1)  # warm-up: group joined, workflow table read
             webhook_runs.append([])
             bare_runs.append([])
+            ingest, processor = (child.pid for child in servers.children)
+            meter = CpuMeter(
+                {
+                    "ingest": ingest,
+                    "processor": processor,
+                    "gate": gate.child.pid,
+                    "broker": broker_pid(),
+                    "benchmark process": os.getpid(),
+                }
+            )
             for rate in rates:
                 for kind, measured in (
-                    ("webhook", webhook(stage, servers, rate, seconds)),
+                    ("webhook", webhook(stage, servers, rate, seconds, meter)),
                     ("bare", bare(stage, rate, seconds)),
                 ):
                     (webhook_runs if kind == "webhook" else bare_runs)[-1].append(measured)
@@ -296,7 +352,7 @@ def main(argv: list[str] | None = None) -> int:
             if servers is not None:
                 servers.close()
             stage.close()
-    rendered = section(webhook_runs, bare_runs, seconds, gate_runs)
+    rendered = section(webhook_runs, bare_runs, seconds, gate_runs, os.cpu_count() or 1)
     write(dataclasses.replace(rendered, notes=rendered.notes + loads), args.out)
     print(f"wrote {args.out}")
     return 0

@@ -26,6 +26,8 @@ class Measured:
     """How long after the last scheduled send the last record became visible."""
     refused: int = 0
     """Sends answered with anything but success (counted in ``missing`` too)."""
+    cores: dict[str, float] | None = None
+    """CPU used while this rate ran, in cores (CPU seconds per second), by process."""
 
     @property
     def sustained(self) -> bool:
@@ -44,6 +46,8 @@ class Measured:
         tail = "" if self.sustained else f" NOT SUSTAINED (achieved {self.achieved:,.0f}/s)"
         if self.refused:
             tail += f", {self.refused} refused"
+        if self.cores:
+            tail += "; cores: " + ", ".join(f"{n} {c:.2f}" for n, c in self.cores.items())
         return f"{shown}, {len(self.latencies_ms)} of {self.sent}{tail}"
 
 
@@ -74,6 +78,33 @@ def _rows(runs: list[list[Measured]], rates: list[float]) -> list[list[Cell]]:
     return rows
 
 
+CPU_COLUMNS = ("ingest", "processor", "gate", "broker", "benchmark process")
+
+
+def cpu_table(webhook: list[list[Measured]], rates: list[float], cores: int) -> Table | None:
+    """CPU used by each process while the webhook ran, per offered rate (median of runs):
+    what the latency of a rate near the machine's capacity is made of."""
+    rows: list[list[Cell]] = []
+    for rate in rates:
+        used = [m.cores for run in webhook for m in run if m.rate == rate and m.cores]
+        if not used:
+            continue
+        cells: list[Cell] = [f"{rate:,.0f}"]
+        for name in CPU_COLUMNS:
+            values = [u[name] for u in used if name in u]
+            cells.append(f"{spread(values).median:.2f}" if values else "-")
+        total = spread([sum(u.values()) for u in used]).median
+        cells.append(f"{total:.2f} of {cores}")
+        rows.append(cells)
+    if not rows:
+        return None
+    return Table(
+        "CPU used while the webhook ran (cores, median of runs)",
+        ["offered /s", *CPU_COLUMNS, "together"],
+        rows,
+    )
+
+
 def sustained_note(webhook: list[list[Measured]], rates: list[float]) -> str:
     """Which offered rates the webhook path kept up with in every run, and what that means
     for the percentiles of the others."""
@@ -96,6 +127,7 @@ def section(
     bare: list[list[Measured]],
     seconds: float,
     gate: list[Measured] | None = None,
+    cores: int = 2,
 ) -> Section:
     rates = sorted({m.rate for run in webhook for m in run})
     columns = ["offered /s", "p50", "p99", "p99.9", "runs sustained", "never arrived"]
@@ -105,6 +137,9 @@ def section(
         ),
         Table("Bare produce to read_committed consume round trip", columns, _rows(bare, rates)),
     ]
+    used = cpu_table(webhook, rates, cores)
+    if used is not None:
+        tables.append(used)
     ratio_rows: list[list[Cell]] = []
     for rate in rates:
         cells: list[Cell] = [f"{rate:,.0f}"]
@@ -159,6 +194,13 @@ def section(
         "rate at which records became visible (sent / (duration + that delay)).",
     ]
     notes.append(sustained_note(webhook, rates))
+    if used is not None:
+        notes.append(
+            "CPU: user + system time of each process over the rate's run, per second (the "
+            "broker's only when it runs on this machine; 'benchmark process' is the HTTP client "
+            "and the tail consumers). A rate whose processes together use most of the cores "
+            "queues behind the CPU, which the percentiles of that rate include."
+        )
     if gate:
         notes.append(
             "The gate: one `sluicegate gate` process; each sample is its own decision scope, its "

@@ -19,9 +19,13 @@ Every contender's table row counts are checked against the pure model of the his
 With ``py-spy`` installed (``pip install py-spy``), one more catch-up of the live projector and
 one more rebuild run under it, and their top frames go into the notes.
 
+Then, per run, a keep-up run (``bench/keepup.py``): one processor admitting a backlog with
+the live projector beside it, its lag sampled: whether the projector keeps up.
+
 Scale (environment): ``BENCH_PROJECTION_OCCURRENCES`` (default 6,600: about 193,000 records;
 200 takes a minute), ``BENCH_EVENTS_PER_DELIVERY`` (default 5, issue 12's figure for what
-admission writes per delivery). Topics and schemas are deleted at the end.
+admission writes per delivery), ``BENCH_KEEPUP_DELIVERIES`` (default 60,000; 0 skips the
+keep-up runs). Topics and schemas are deleted at the end.
 """
 
 from __future__ import annotations
@@ -43,6 +47,8 @@ from pathlib import Path
 from confluent_kafka.admin import AdminClient
 from psycopg import sql
 
+from bench import keepup
+from bench.backlog import plan
 from bench.projection_report import Run, Setting, section, top_frames
 from bench.results import write
 from projections.db import connect, schema_name
@@ -249,6 +255,19 @@ def main(argv: list[str] | None = None) -> None:
                 + ("" if run.counts_ok else f" COUNTS WRONG: {run.problems}"),
                 file=sys.stderr,
             )
+        keepups = []
+        keepup_n = int(os.environ.get("BENCH_KEEPUP_DELIVERIES", "60000"))
+        if keepup_n > 0:
+            backlog = plan(keepup_n, 0.25)
+            for i in range(args.runs):
+                k = keepup.measure(backlog, int(os.environ.get("BENCH_PARTITIONS", "6")), 600)
+                keepups.append(k)
+                print(
+                    f"keep-up {i + 1}: processor {k.rate:,.0f} deliveries/s, lag growth "
+                    f"{k.growth_per_s:+,.0f}/s of {k.written_per_s:,.0f}/s written, largest "
+                    f"{k.max_lag:,}, caught up after {k.caught_up_s}",
+                    file=sys.stderr,
+                )
         found = {} if args.no_profile else profiles(settings)
         setting = Setting(
             events=len(history),
@@ -258,7 +277,7 @@ def main(argv: list[str] | None = None) -> None:
             batch_size=Projector.DEFAULT_BATCH,
             profiles=found,
         )
-        write(section(setting, runs), args.out)
+        write(section(setting, runs, keepups), args.out)
         print(f"wrote {args.out}", file=sys.stderr)
     finally:
         cleanup(settings)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from bench.admission_section import (
     DBOS,
     LIMIT,
@@ -112,3 +114,21 @@ def test_a_late_sender_is_not_sustained() -> None:
     late = measured(1000, 1, late=0.5)  # 1 s planned, 0.5 s late at the end
     assert not late.sustained
     assert round(late.achieved) == 667
+
+
+def test_the_cpu_each_process_used_is_tabled_per_rate() -> None:
+    def used(rate: float, ingest: float) -> Measured:
+        cores = {"ingest": ingest, "processor": 0.4, "broker": 0.7, "benchmark process": 0.3}
+        return dataclasses.replace(measured(rate, 5), cores=cores)
+
+    webhook = [[used(200, 0.2), used(1000, 0.5)], [used(200, 0.2), used(1000, 0.6)]]
+    bare = [[measured(200, 2), measured(1000, 3)] for _ in range(2)]
+    s = latency_section(webhook, bare, seconds=5, cores=2)
+    table = next(t for t in s.tables if t.title.startswith("CPU used"))
+    rows = {row[0]: row for row in table.rows}
+    assert rows["1,000"][1] == "0.55"  # the median of the two runs
+    assert rows["1,000"][3] == "-"  # no gate process was measured
+    assert rows["1,000"][-1] == "1.95 of 2"
+    assert "cores: ingest 0.50" in webhook[0][1].summary()
+    # Without CPU figures (another machine, or older results) there is no such table.
+    assert not any(t.title.startswith("CPU") for t in latency_section(bare, bare, 5).tables)

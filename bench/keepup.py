@@ -1,0 +1,148 @@
+"""Section 1's keep-up run: the live projector beside one processor admitting a backlog.
+
+Issue 12 asks that the live projector keep up with the processor's sustained rate, its lag
+bounded during the admission benchmark. This runs what a deployment runs: one ``sluicegate
+processor`` admitting a backlog and one ``sluicegate projector`` projecting what it writes
+into PostgreSQL, as separate processes on the same machine, and samples every half second
+
+- the outcomes the processor has made visible (read_committed), and
+- the projector's lag: for the topics admission writes (``runs``, ``tasks``), the offsets
+  between each partition's end and the next offset the projector stored in PostgreSQL (in
+  the same transaction as its rows). A transaction marker takes an offset too, so a
+  projector that is caught up shows at most one per partition.
+
+The lag is bounded when it stops growing while the processor still works
+(:attr:`bench.projection_report.KeepUp.bounded`). Section 4 reports it; the processor's rate
+here is not among section 1's timed runs (the projector takes CPU the processor would
+otherwise have).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+
+import psycopg
+from confluent_kafka import Consumer, TopicPartition
+from psycopg import sql
+
+from bench.backlog import ROOT, Backlog, OutcomeCounter, Stage
+from bench.projection_report import KeepUp, Sample
+from projections.db import connect, schema_name
+from projections.rebuild import drop_schema
+from schemas.topics import RUNS, TASKS
+from streams.settings import Settings
+
+PROJECTED = (RUNS, TASKS)
+"""What admission writes that the projector reads (its changelog is not projected)."""
+SAMPLE_S = 0.5
+CATCH_UP_S = 180.0
+
+
+def _ends(consumer: Consumer, settings: Settings) -> dict[tuple[str, int], int]:
+    """End offset per (short topic name, partition), as the projector keys its offsets."""
+    ends = {}
+    for spec in PROJECTED:
+        topic = settings.topic(spec)
+        partitions = consumer.list_topics(topic, timeout=10).topics[topic].partitions
+        for p in partitions:
+            _low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)
+            ends[(spec.name, p)] = high
+    return ends
+
+
+def _projected(settings: Settings, schema: str) -> dict[tuple[str, int], int] | None:
+    with connect(settings.pg_dsn, autocommit=True) as conn:
+        try:
+            rows = conn.execute(
+                sql.SQL("SELECT topic, partition, next_offset FROM {}.offsets").format(
+                    sql.Identifier(schema)
+                )
+            ).fetchall()
+        except psycopg.errors.UndefinedTable:  # the projector has not migrated its schema yet
+            return None
+    return {(str(t), int(p)): int(o) for t, p, o in rows} if rows else None
+
+
+def measure(backlog: Backlog, partitions: int, timeout_s: float) -> KeepUp:
+    stage = Stage(partitions)
+    schema = schema_name(stage.prefix)
+    ends_reader = Consumer(
+        stage.settings.kafka_config(
+            **{"group.id": f"{stage.prefix}keepup-ends", "enable.auto.commit": False}
+        )
+    )
+    children: list[subprocess.Popen[bytes]] = []
+    counter: OutcomeCounter | None = None
+    try:
+        stage.produce(backlog)
+        counter = OutcomeCounter(stage.settings, len(backlog.deliveries))
+        env = {**os.environ, **stage.env()}
+        logs = ROOT / "var" / "bench-logs"
+        logs.mkdir(parents=True, exist_ok=True)
+        started = time.monotonic()
+        for name, args in (
+            ("processor", ["processor", "--instance-id", "keepup"]),
+            ("projector", ["projector"]),
+        ):
+            with (logs / f"{stage.prefix}keepup-{name}.log").open("wb") as log:
+                children.append(
+                    subprocess.Popen(
+                        [sys.executable, "-m", "sluicegate.cli", *args],
+                        cwd=ROOT,
+                        env=env,
+                        stdout=log,
+                        stderr=log,
+                    )
+                )
+        samples: list[Sample] = []
+        admitted_at: float | None = None
+        caught_at: float | None = None
+        deadline = started + timeout_s
+        while time.monotonic() < deadline:
+            time.sleep(SAMPLE_S)
+            now = time.monotonic()
+            if admitted_at is None and counter.reached_at is not None:
+                admitted_at = counter.reached_at
+            projected = _projected(stage.settings, schema)
+            lag = None
+            ends = _ends(ends_reader, stage.settings)
+            if projected is not None:
+                lag = sum(max(end - projected.get(tp, 0), 0) for tp, end in ends.items())
+            samples.append(Sample(now - started, counter.count, lag))
+            if admitted_at is not None:
+                if lag is not None and lag <= len(ends):
+                    caught_at = now
+                    break
+                if now - admitted_at > CATCH_UP_S:
+                    break
+            if any(child.poll() is not None for child in children):
+                raise RuntimeError(
+                    f"a keep-up process exited early (logs: var/bench-logs/{stage.prefix}*)"
+                )
+        if admitted_at is None:
+            raise TimeoutError(f"admission did not finish within {timeout_s:.0f} s")
+        return KeepUp(
+            deliveries=len(backlog.deliveries),
+            admitted_s=admitted_at - started,
+            samples=samples,
+            caught_up_s=None if caught_at is None else caught_at - admitted_at,
+            written=sum(_ends(ends_reader, stage.settings).values()),
+        )
+    finally:
+        if counter is not None:
+            counter.close()
+        for child in children:
+            child.terminate()
+        for child in children:
+            try:
+                child.wait(30)
+            except subprocess.TimeoutExpired:
+                child.kill()
+                child.wait()
+        ends_reader.close()
+        with connect(stage.settings.pg_dsn, autocommit=True) as conn:
+            drop_schema(conn, schema)
+        stage.close()
