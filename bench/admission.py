@@ -45,7 +45,16 @@ import psycopg
 
 from bench import limit, pg_admission
 from bench.admission_section import DBOS, LIMIT, PG_BATCH, PG_EACH, SLUICEGATE_1, Results, section
-from bench.backlog import ROOT, Backlog, OutcomeCounter, Stage, plan, read_all, stop_on_sigterm
+from bench.backlog import (
+    ROOT,
+    Backlog,
+    OutcomeCounter,
+    Stage,
+    plan,
+    read_all,
+    stop_children,
+    stop_on_sigterm,
+)
 from bench.profile import Profiler, available, top_frames
 from bench.results import read, write
 from schemas.codec import decode
@@ -124,14 +133,7 @@ def _timed(
         return reached - started
     finally:
         counter.close()
-        for child in children:
-            child.terminate()
-        for child in children:
-            try:
-                child.wait(30)
-            except subprocess.TimeoutExpired:
-                child.kill()
-                child.wait()
+        stop_children(children)
 
 
 def check_sluicegate(stage: Stage, backlog: Backlog) -> None:

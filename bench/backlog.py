@@ -15,6 +15,7 @@ import contextlib
 import random
 import shutil
 import signal
+import subprocess
 import threading
 import time
 import tomllib
@@ -290,3 +291,16 @@ def read_all(
                 yield (m.partition() or 0, m.key() or b"", m.value() or b"")
     finally:
         consumer.close()
+
+
+def stop_children(children: list[subprocess.Popen[bytes]], grace_s: float = 30.0) -> None:
+    """SIGTERM every child, then wait for each; one still running after ``grace_s`` is
+    killed."""
+    for child in children:
+        child.terminate()
+    for child in children:
+        try:
+            child.wait(grace_s)
+        except subprocess.TimeoutExpired:
+            child.kill()
+            child.wait()

@@ -20,7 +20,7 @@ import time
 
 from confluent_kafka import Producer
 
-from bench.backlog import ROOT, Stage
+from bench.backlog import ROOT, Stage, stop_children
 from bench.latency_section import Measured
 from bench.tails import Arrivals, behind_s, settle, tail, tail_consumer
 from schemas.codec import decode, encode
@@ -93,12 +93,7 @@ class GateProcess:
             )
 
     def close(self) -> None:
-        self.child.terminate()
-        try:
-            self.child.wait(30)
-        except subprocess.TimeoutExpired:
-            self.child.kill()
-            self.child.wait()
+        stop_children([self.child])
 
 
 def measure(stage: Stage, rate: float, seconds: float, tag: str) -> Measured:

@@ -28,7 +28,7 @@ import psycopg
 from confluent_kafka import Consumer, TopicPartition
 from psycopg import sql
 
-from bench.backlog import ROOT, Backlog, OutcomeCounter, Stage
+from bench.backlog import ROOT, Backlog, OutcomeCounter, Stage, stop_children
 from bench.projection_report import KeepUp, Sample
 from projections.db import connect, schema_name
 from projections.rebuild import drop_schema
@@ -134,14 +134,7 @@ def measure(backlog: Backlog, partitions: int, timeout_s: float) -> KeepUp:
     finally:
         if counter is not None:
             counter.close()
-        for child in children:
-            child.terminate()
-        for child in children:
-            try:
-                child.wait(30)
-            except subprocess.TimeoutExpired:
-                child.kill()
-                child.wait()
+        stop_children(children)
         ends_reader.close()
         with connect(stage.settings.pg_dsn, autocommit=True) as conn:
             drop_schema(conn, schema)

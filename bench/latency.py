@@ -45,7 +45,7 @@ from confluent_kafka.cimpl import NewTopic
 
 from bench import gate_latency
 from bench.admission import load_note
-from bench.backlog import ROOT, Stage, plan, stop_on_sigterm
+from bench.backlog import ROOT, Stage, plan, stop_children, stop_on_sigterm
 from bench.latency_section import Measured, section
 from bench.results import write
 from bench.tails import Arrivals, behind_s, settle, tail, tail_consumer
@@ -113,14 +113,7 @@ class Servers:
             return False
 
     def close(self) -> None:
-        for child in self.children:
-            child.terminate()
-        for child in self.children:
-            try:
-                child.wait(30)
-            except subprocess.TimeoutExpired:
-                child.kill()
-                child.wait()
+        stop_children(self.children)
 
 
 async def post_all(port: int, bodies: list[bytes], rate: float) -> tuple[list[float], list[str]]:
