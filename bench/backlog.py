@@ -90,9 +90,9 @@ def plan(total: int, duplicates: float, seed: int = 12) -> Backlog:
     for n in range(total):
         repeat = sent and (fresh >= distinct or rng.random() < duplicates)
         if repeat:
-            body = dict(_candle(rng.choice(sent).admission_key_source))
+            body = candle(rng.choice(sent).admission_key_source)
         else:
-            body = _candle(f"evt-{fresh:07d}")
+            body = candle(f"evt-{fresh:07d}")
             fresh += 1
         taken = intake(
             body,
@@ -122,19 +122,22 @@ def plan(total: int, duplicates: float, seed: int = 12) -> Backlog:
     )
 
 
-def _candle(event_id: str) -> dict[str, object]:
-    return {
-        "event_id": event_id,
-        "source": "tradingview",
-        "venue": "binance",
-        "instrument": "BTCUSDT",
-        "interval": "1m",
-        "candle_open": "2026-11-30T12:00:00Z",
-        "rule": "breakout-v1",
-        "side": "buy",
-        "price": "97000.5",
-        "account": "acc-1",
-    }
+def candle(event_id: str | None) -> dict[str, object]:
+    """A breakout signal for the example workflow; without ``event_id`` its identity is
+    derived from the candle's fields."""
+    body: dict[str, object] = {} if event_id is None else {"event_id": event_id}
+    body.update(
+        source="tradingview",
+        venue="binance",
+        instrument="BTCUSDT",
+        interval="1m",
+        candle_open="2026-11-30T12:00:00Z",
+        rule="breakout-v1",
+        side="buy",
+        price="97000.5",
+        account="acc-1",
+    )
+    return body
 
 
 def stop_on_sigterm() -> None:

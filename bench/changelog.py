@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import tomllib
 from collections.abc import Iterator
-from pathlib import Path
 
 from confluent_kafka import Producer
 
+from bench.backlog import WORKFLOW_FILE, candle
 from streams.core import admission
 from streams.core.admission import Admit
 from streams.core.errors import Refusal
@@ -25,29 +25,16 @@ from streams.core.workflow import parse_workflow_file, revise
 from streams.engine.store import state_key, timer_key
 from streams.settings import Settings
 
-ROOT = Path(__file__).resolve().parents[1]
-EXAMPLE_WORKFLOW = ROOT / "examples" / "btc-breakout.toml"
 NOW_MS = 1_796_040_120_000
-_CANDLE = {
-    "source": "tradingview",
-    "venue": "binance",
-    "instrument": "BTCUSDT",
-    "interval": "1m",
-    "candle_open": "2026-11-30T12:00:00Z",
-    "rule": "breakout-v1",
-    "side": "buy",
-    "price": "97000.5",
-    "account": "acc-1",
-}
 
 
 def sample_state() -> tuple[str, bytes, int]:
     """(admission key, encoded state, next due ms) of one admitted delivery."""
-    (definition,) = parse_workflow_file(tomllib.loads(EXAMPLE_WORKFLOW.read_text()))
+    (definition,) = parse_workflow_file(tomllib.loads(WORKFLOW_FILE.read_text()))
     workflow = revise(None, definition, NOW_MS)
     assert workflow is not None
     delivery = intake(
-        _CANDLE,
+        candle(None),
         workflow,
         delivery_id="bench-delivery",
         received_at_ms=NOW_MS,

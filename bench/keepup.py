@@ -53,22 +53,22 @@ def _ends(consumer: Consumer, settings: Settings) -> dict[tuple[str, int], int]:
     return ends
 
 
-def _projected(settings: Settings, schema: str) -> dict[tuple[str, int], int] | None:
-    with connect(settings.pg_dsn, autocommit=True) as conn:
-        try:
-            rows = conn.execute(
-                sql.SQL("SELECT topic, partition, next_offset FROM {}.offsets").format(
-                    sql.Identifier(schema)
-                )
-            ).fetchall()
-        except psycopg.errors.UndefinedTable:  # the projector has not migrated its schema yet
-            return None
+def _projected(conn: psycopg.Connection, schema: str) -> dict[tuple[str, int], int] | None:
+    try:
+        rows = conn.execute(
+            sql.SQL("SELECT topic, partition, next_offset FROM {}.offsets").format(
+                sql.Identifier(schema)
+            )
+        ).fetchall()
+    except psycopg.errors.UndefinedTable:  # the projector has not migrated its schema yet
+        return None
     return {(str(t), int(p)): int(o) for t, p, o in rows} if rows else None
 
 
 def measure(backlog: Backlog, partitions: int, timeout_s: float) -> KeepUp:
     stage = Stage(partitions)
     schema = schema_name(stage.prefix)
+    pg = connect(stage.settings.pg_dsn, autocommit=True)
     ends_reader = Consumer(
         stage.settings.kafka_config(
             **{"group.id": f"{stage.prefix}keepup-ends", "enable.auto.commit": False}
@@ -106,7 +106,7 @@ def measure(backlog: Backlog, partitions: int, timeout_s: float) -> KeepUp:
             now = time.monotonic()
             if admitted_at is None and counter.reached_at is not None:
                 admitted_at = counter.reached_at
-            projected = _projected(stage.settings, schema)
+            projected = _projected(pg, schema)
             lag = None
             ends = _ends(ends_reader, stage.settings)
             if projected is not None:
@@ -136,6 +136,6 @@ def measure(backlog: Backlog, partitions: int, timeout_s: float) -> KeepUp:
             counter.close()
         stop_children(children)
         ends_reader.close()
-        with connect(stage.settings.pg_dsn, autocommit=True) as conn:
-            drop_schema(conn, schema)
+        with pg:
+            drop_schema(pg, schema)
         stage.close()

@@ -45,7 +45,7 @@ from confluent_kafka.cimpl import NewTopic
 
 from bench import gate_latency
 from bench.admission import load_note
-from bench.backlog import ROOT, Stage, plan, stop_children, stop_on_sigterm
+from bench.backlog import ROOT, Stage, candle, plan, stop_children, stop_on_sigterm
 from bench.latency_section import Measured, section
 from bench.results import write
 from bench.tails import Arrivals, behind_s, settle, tail, tail_consumer
@@ -156,22 +156,7 @@ async def post_all(port: int, bodies: list[bytes], rate: float) -> tuple[list[fl
 
 
 def candles(count: int, tag: str) -> list[bytes]:
-    bodies = []
-    for i in range(count):
-        body = {
-            "event_id": f"lat-{tag}-{i:07d}",
-            "source": "tradingview",
-            "venue": "binance",
-            "instrument": "BTCUSDT",
-            "interval": "1m",
-            "candle_open": "2026-11-30T12:00:00Z",
-            "rule": "breakout-v1",
-            "side": "buy",
-            "price": "97000.5",
-            "account": "acc-1",
-        }
-        bodies.append(orjson.dumps(body))
-    return bodies
+    return [orjson.dumps(candle(f"lat-{tag}-{i:07d}")) for i in range(count)]
 
 
 def cpu_seconds(pid: int) -> float | None:

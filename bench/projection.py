@@ -31,7 +31,6 @@ keep-up runs). Topics and schemas are deleted at the end.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import io
 import os
 import random
@@ -44,7 +43,6 @@ import uuid
 from collections import Counter
 from pathlib import Path
 
-from confluent_kafka.admin import AdminClient
 from psycopg import sql
 
 from bench import keepup
@@ -62,7 +60,7 @@ from schemas.commands import AdmitDelivery
 from streams.kafka.clients import transactional_producer
 from streams.kafka.topics import ensure_topics
 from streams.settings import Settings, load_settings
-from tests.support.history import Emitted, build_history
+from tests.support.history import Emitted, build_history, cleanup
 from tests.support.memory_projection import MemoryProjection
 
 TABLE_NAMES = [spec.name for spec in TABLES]
@@ -208,26 +206,6 @@ def profiles(settings: Settings) -> dict[str, list[str]]:
                 continue
             found[what] = top_frames(out.read_text().splitlines())
     return found
-
-
-def cleanup(settings: Settings) -> None:
-    """Drop every schema of the prefix and delete its topics."""
-    base = schema_name(settings.topic_prefix)
-    with connect(settings.pg_dsn, autocommit=True) as conn:
-        names = conn.execute(
-            "SELECT nspname FROM pg_namespace WHERE nspname = %s OR nspname LIKE %s",
-            (base, base.replace("_", r"\_") + r"\_\_%"),
-        ).fetchall()
-        for (name,) in names:
-            drop_schema(conn, str(name))
-    admin = AdminClient(settings.kafka_config())
-    topics = [
-        t for t in admin.list_topics(timeout=10).topics if t.startswith(settings.topic_prefix)
-    ]
-    if topics:
-        for future in admin.delete_topics(topics, operation_timeout=60).values():
-            with contextlib.suppress(Exception):
-                future.result()
 
 
 def main(argv: list[str] | None = None) -> None:
