@@ -127,7 +127,8 @@ def section(setting: Setting, runs: Sequence[Run], keepups: Sequence[KeepUp] = (
         "the topics (6 partitions each), projected into PostgreSQL three ways side by side in "
         "each run: the live projector catching up (batches of "
         f"{setting.batch_size:,}), `projections rebuild` (fresh schema, indexes built after the "
-        "load, swap) and a bare `COPY` of the rebuilt rows, as text, into freshly migrated "
+        "load, the merged tables' rows held in memory and written once, swap) and a bare "
+        "`COPY` of the rebuilt rows, as text, into freshly migrated "
         "tables (same indexes) in one transaction. Every run's table counts are checked "
         "against the pure model of the same history."
     )
@@ -183,7 +184,10 @@ def section(setting: Setting, runs: Sequence[Run], keepups: Sequence[KeepUp] = (
             "decode, the dataclass, its JSON for event_log and its rows) and, on the writer "
             "thread, COPY formatting and the wait for PostgreSQL's upserts and index "
             "maintenance; a bare COPY is PostgreSQL's work alone. The profiles below show the "
-            "split: Projector._map (decode, project) against Projector._apply (Store.write)."
+            "split: Projector._map (decode, project) against Projector._apply (Store.write). "
+            "A rebuild upserts nothing per batch: it copies event_log and holds the other "
+            "tables' rows back (Projector._flush_held writes them at the end, into empty "
+            "tables with a plain COPY), so its main thread's decode and mapping limit it."
         )
     for name, frames in setting.profiles.items():
         notes.append(

@@ -21,7 +21,7 @@ import math
 import os
 import platform
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -122,8 +122,11 @@ def _targets(targets: Sequence[Target]) -> list[str]:
     return markdown_table(["target", "wanted", "measured", "", "by"], rows)
 
 
-def render_section(section: Section) -> list[str]:
-    lines = [f"## {section.order}. {section.title}", "", section.intro, ""]
+def render_section(section: Section, measured: str | None = None) -> list[str]:
+    lines = [f"## {section.order}. {section.title}", ""]
+    if measured:
+        lines += [f"Measured {measured}.", ""]
+    lines += [section.intro, ""]
     if section.targets:
         met = sum(t.met for t in section.targets)
         lines += [f"**Targets: {met} of {len(section.targets)} met.**", ""]
@@ -142,8 +145,14 @@ def render_section(section: Section) -> list[str]:
     return lines
 
 
-def render_markdown(sections: Sequence[Section], machine: Machine, plot: str | None) -> str:
-    """The whole page (pure: everything it shows is in its arguments)."""
+def render_markdown(
+    sections: Sequence[Section],
+    machine: Machine,
+    plot: str | None,
+    measured: Mapping[int, str] | None = None,
+) -> str:
+    """The whole page (pure: everything it shows is in its arguments). ``measured`` gives,
+    per section number, when its results were written (sections may be rerun alone)."""
     ordered = sorted(sections, key=lambda s: s.order)
     lines = [
         "# Sluicegate benchmarks",
@@ -161,7 +170,7 @@ def render_markdown(sections: Sequence[Section], machine: Machine, plot: str | N
                 ["Python", machine.python],
                 ["Kafka", machine.kafka],
                 ["PostgreSQL", machine.postgres],
-                ["date", machine.date],
+                ["page written", machine.date],
             ],
         ),
         "",
@@ -173,7 +182,7 @@ def render_markdown(sections: Sequence[Section], machine: Machine, plot: str | N
     if plot:
         lines += [f"![benchmark plots]({plot})", ""]
     for section in ordered:
-        lines += render_section(section)
+        lines += render_section(section, (measured or {}).get(section.order))
     return "\n".join(lines).rstrip() + "\n"
 
 
@@ -239,11 +248,17 @@ def _draw(ax: object, series: list[Series]) -> None:
     ax.grid(axis="y", alpha=0.3)  # type: ignore[attr-defined]
 
 
-def load(results: Path) -> list[Section]:
+def load(results: Path) -> list[tuple[Section, str]]:
     """Every section JSON under ``results`` (a file that is not a section is an error), but
-    ``*.raw.json``: a section's raw measurements, which it may keep beside it."""
+    ``*.raw.json``: a section's raw measurements, which it may keep beside it; each with the
+    time its file was written."""
     paths = sorted(p for p in results.glob("*.json") if not p.name.endswith(".raw.json"))
-    return [read(path) for path in paths]
+    return [(read(path), _written(path)) for path in paths]
+
+
+def _written(path: Path) -> str:
+    at = datetime.datetime.fromtimestamp(path.stat().st_mtime, datetime.UTC)
+    return at.strftime("%Y-%m-%d %H:%M UTC")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -252,11 +267,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--markdown", type=Path, default=Path("docs/benchmarks.md"))
     parser.add_argument("--png", type=Path, default=Path("docs/benchmarks.png"))
     args = parser.parse_args(argv)
-    sections = load(args.results)
+    loaded = load(args.results)
+    sections = [section for section, _ in loaded]
+    measured = {section.order: written for section, written in loaded}
     drawn = render_png(sections, args.png)
     relative = os.path.relpath(args.png, args.markdown.parent) if drawn else None
     args.markdown.parent.mkdir(parents=True, exist_ok=True)
-    args.markdown.write_text(render_markdown(sections, machine_facts(), relative))
+    args.markdown.write_text(render_markdown(sections, machine_facts(), relative, measured))
     print(
         f"wrote {args.markdown} ({len(sections)} sections)" + (f" and {args.png}" if drawn else "")
     )

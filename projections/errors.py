@@ -38,3 +38,11 @@ class OffsetsMoved(ProjectionError):
 
 class TopicRecreated(ProjectionError):
     """A stored offset lies beyond the end of its partition: the topic was recreated."""
+
+
+class HeldRowsRefused(ProjectionError):
+    """PostgreSQL refused rows a bulk load held back across batches (``held_rows``).
+
+    Which message they came from is no longer known, so they cannot be parked one by one;
+    the load is redone batch by batch (what :func:`projections.rebuild.rebuild` does).
+    """

@@ -34,6 +34,7 @@ __all__ = [
     "CounterKey",
     "Policy",
     "Row",
+    "RowBuffer",
     "RowOp",
     "TableSpec",
     "reduce_rows",
@@ -340,16 +341,57 @@ def reduce_rows(ops: Iterable[RowOp]) -> dict[str, list[Row]]:
     for ``"max"`` the one with the greatest rank (the earliest among equals). ``ops`` must be
     in consumption order, which keeps each partition's order.
     """
-    reduced: dict[str, dict[object, Row]] = {}
-    for table, row in ops:
-        rows = reduced.get(table)
-        if rows is None:
-            rows = reduced[table] = {}
-        key = _KEYS[table](row)
-        current = rows.get(key)
-        if current is None or (_MAX[table] and rank_of(row) > rank_of(current)):
-            rows[key] = row
-    return {table: list(rows.values()) for table, rows in reduced.items()}
+    buffer = RowBuffer()
+    buffer.merge(ops)
+    return buffer.take()
+
+
+class RowBuffer:
+    """Rows held in memory, at most one per (table, key), merged by the tables' policies.
+
+    Merging the rows of several batches in consumption order leaves what applying them batch
+    by batch would leave (the policies are those of :func:`reduce_rows`), so a store may write
+    them once instead of once per batch. Not thread-safe.
+    """
+
+    def __init__(self) -> None:
+        self._tables: dict[str, dict[object, Row]] = {}
+        self._count = 0
+
+    def __len__(self) -> int:
+        """How many rows are held (one per table and key)."""
+        return self._count
+
+    def merge(self, ops: Iterable[RowOp]) -> None:
+        """Merge rows that come after every row merged so far."""
+        tables = self._tables
+        added = 0
+        for table, row in ops:
+            rows = tables.get(table)
+            if rows is None:
+                rows = tables[table] = {}
+            key = _KEYS[table](row)
+            current = rows.get(key)
+            if current is None:
+                rows[key] = row
+                added += 1
+            elif _MAX[table] and rank_of(row) > rank_of(current):
+                rows[key] = row
+        self._count += added
+
+    def take(self) -> dict[str, list[Row]]:
+        """The rows held, by table, and an empty buffer."""
+        taken = {table: list(rows.values()) for table, rows in self._tables.items()}
+        self._tables, self._count = {}, 0
+        return taken
+
+    def restore(self, taken: Mapping[str, list[Row]]) -> None:
+        """Put back rows :meth:`take` returned and nobody stored: they merge in as older than
+        anything merged since."""
+        since = [(table, row) for table, rows in self._tables.items() for row in rows.values()]
+        self._tables, self._count = {}, 0
+        self.merge((table, row) for table, rows in taken.items() for row in rows)
+        self.merge(since)
 
 
 # Per table: its key as a hashable value (one ``itemgetter`` call per row), and its policy.

@@ -38,10 +38,10 @@ from confluent_kafka import (
 from psycopg.conninfo import conninfo_to_dict
 
 from projections.db import describe_dsn, schema_name
-from projections.errors import OffsetsMoved, ProjectionError, TopicRecreated
+from projections.errors import HeldRowsRefused, OffsetsMoved, ProjectionError, TopicRecreated
 from projections.handlers import Source, park, project
 from projections.migrate import migrate
-from projections.model import RowOp
+from projections.model import RowBuffer, RowOp
 from projections.sources import Sources, source_topics
 from projections.store import Offsets, Store
 from schemas.codec import decode
@@ -84,9 +84,17 @@ class Projector:
     (``synchronous_commit = off``): a PostgreSQL crash may then lose the last batches, rows
     and offsets together (so they are projected again), which is only for a schema nobody
     reads before a durable commit follows, such as a rebuild's fresh schema before its swap.
+
+    ``held_rows > 0`` makes :meth:`run_until` a bulk load: the rows of the merged tables (all
+    but ``event_log``) are held back in memory across batches, merged by the tables'
+    policies, and written when more than ``held_rows`` are held and before it returns. The
+    offsets stored per batch then run ahead of the rows held back, so that too is only for a
+    schema nobody reads or resumes before :meth:`run_until` returns (a rebuild's). Rows
+    PostgreSQL refuses then raise :class:`~projections.errors.HeldRowsRefused` instead of
+    being parked; a projector that stops early (timeout, stop) leaves them unwritten.
     """
 
-    DEFAULT_BATCH = 2000
+    DEFAULT_BATCH = 10_000
     """Messages per consume call and PostgreSQL transaction, unless ``batch_size`` says."""
 
     def __init__(
@@ -100,6 +108,7 @@ class Projector:
         stop: threading.Event | None = None,
         on_progress: Callable[[int], None] | None = None,
         durable_batches: bool = True,
+        held_rows: int = 0,
     ) -> None:
         self.settings = settings
         self.schema = schema or schema_name(settings.topic_prefix)
@@ -110,6 +119,8 @@ class Projector:
         self.on_progress = on_progress
         self.durable_batches = durable_batches
         self.stats = ProjectorStats()
+        self.held_rows = held_rows
+        self._held: RowBuffer | None = RowBuffer() if held_rows > 0 else None
         self._conn: psycopg.Connection | None = None
         self._store: Store | None = None
         self._positions: Offsets = {}
@@ -150,6 +161,8 @@ class Projector:
 
     def run(self) -> None:
         """Follow the topics until :attr:`stop` is set (the current batch finishes first)."""
+        if self._held is not None:
+            raise ProjectionError("a projector that holds rows back only catches up (run_until)")
         self._start()
         reported, last = time.monotonic(), 0
         while not self.stop.is_set():
@@ -210,6 +223,7 @@ class Projector:
                 )
             self._step(target)
         self._settle()  # nothing should be in flight here; if something is, it lands first
+        self._flush_held()
         return dict(self._positions)
 
     def end_offsets(self) -> Offsets:
@@ -341,11 +355,31 @@ class Projector:
         assert self._store is not None
         ops = [op for _, _, msg_ops, _ in per_message for op in msg_ops]
         try:
-            self._store.write(ops, advance, expected)
+            self._store.write(ops, advance, expected, held=self._held, hold_up_to=self.held_rows)
         except (psycopg.DataError, psycopg.IntegrityError) as e:
+            if self._held is not None:
+                raise HeldRowsRefused(f"PostgreSQL refused rows held back: {e}") from e
             log.error("batch refused by PostgreSQL (%s); writing it message by message", e)
             return self._write_isolated(per_message, advance, dict(expected))
         return {**expected, **advance}, 0
+
+    def _flush_held(self) -> None:
+        """Write the rows held back (``held_rows``), reconnecting while PostgreSQL is away."""
+        while self._held is not None and len(self._held):
+            assert self._store is not None
+            try:
+                self._store.flush(self._held, self._positions)
+            except (psycopg.DataError, psycopg.IntegrityError) as e:
+                raise HeldRowsRefused(f"PostgreSQL refused rows held back: {e}") from e
+            except OffsetsMoved as e:
+                raise ProjectionError(
+                    f"the stored offsets of {self.schema} moved while rows were held back: "
+                    "another writer is writing a schema only a bulk load should"
+                ) from e
+            except psycopg.Error as e:
+                log.warning("PostgreSQL error (%s): %s; reconnecting", type(e).__name__, e)
+                self.stats.reconnects += 1
+                self._connect_with_backoff()
 
     def _settle(self) -> bool:
         """Wait for the batch in flight; False when it failed and the consumer was re-seeked

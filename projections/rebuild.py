@@ -32,7 +32,7 @@ from projections.db import (
     schema_exists,
     schema_name,
 )
-from projections.errors import ProjectionError, ProjectionUnavailable
+from projections.errors import HeldRowsRefused, ProjectionError, ProjectionUnavailable
 from projections.indexes import build_indexes, defer_indexes
 from projections.migrate import migrate
 from projections.model import META_TABLES, TABLES
@@ -42,6 +42,10 @@ from projections.store import Offsets
 from streams.settings import Settings
 
 DiffKind = Literal["changed", "only_live", "only_rebuilt"]
+
+HELD_ROWS = 250_000
+"""Rows of the merged tables a rebuild holds in memory across batches (about 1 KiB each) and
+writes at once: straight into the fresh tables the first time, by upsert after that."""
 
 
 @dataclass(frozen=True)
@@ -168,24 +172,21 @@ def rebuild(
                 f"there is no live projection in schema {live} to verify against; run "
                 "`sluicegate projections rebuild` (without --verify) or start the projector"
             )
-        drop_schema(conn, fresh)
-        migrate(conn, fresh, settings.topic_prefix)
-        deferred = defer_indexes(conn, fresh)
         bar = Progress("rebuild", 0, stream, enabled=show_progress)
-        # Nobody reads the fresh schema before the swap, whose commit is durable and so
-        # flushes every batch written before it: the batches need not wait for the disk.
-        projector = Projector(
-            settings,
-            schema=fresh,
-            batch_size=5000,
-            on_progress=bar.advance,
-            durable_batches=False,
-        )
+        target = stored_offsets(conn, live) if verify else None
+        projector: Projector | None = None
         swapped = False
         try:
-            target = stored_offsets(conn, live) if verify else projector.end_offsets()
-            bar.total = sum(target.values())
-            projector.run_until(target, timeout_s=timeout_s)
+            try:
+                projector, deferred, target = _load(
+                    settings, conn, fresh, target, bar=bar, held_rows=HELD_ROWS, timeout_s=timeout_s
+                )
+            except HeldRowsRefused as e:
+                # Refused rows no longer know their message: load batch by batch, parking them.
+                print(f"rebuild: {e}; loading again batch by batch", file=stream)
+                projector, deferred, target = _load(
+                    settings, conn, fresh, target, bar=bar, held_rows=0, timeout_s=timeout_s
+                )
             differences: list[Difference] = []
             if verify:
                 differences = _verify(
@@ -212,11 +213,46 @@ def rebuild(
                 swapped=swapped,
             )
         finally:
-            projector.close()
+            if projector is not None:
+                projector.close()
             if not swapped:
                 drop_schema(conn, fresh)
     finally:
         conn.close()
+
+
+def _load(
+    settings: Settings,
+    conn: psycopg.Connection[Any],
+    fresh: str,
+    target: Offsets | None,
+    *,
+    bar: Progress,
+    held_rows: int,
+    timeout_s: float | None,
+) -> tuple[Projector, list[str], Offsets]:
+    """Project into a freshly migrated ``fresh`` up to ``target`` (default: the ends); the
+    projector, the secondary indexes still to build and the offsets reached."""
+    drop_schema(conn, fresh)
+    migrate(conn, fresh, settings.topic_prefix)
+    deferred = defer_indexes(conn, fresh)
+    # Nobody reads the fresh schema before the swap, whose commit is durable and so flushes
+    # every batch written before it: the batches need not wait for the disk.
+    projector = Projector(
+        settings,
+        schema=fresh,
+        on_progress=bar.advance,
+        durable_batches=False,
+        held_rows=held_rows,
+    )
+    try:
+        goal = projector.end_offsets() if target is None else target
+        bar.total, bar.done = sum(goal.values()), 0
+        projector.run_until(goal, timeout_s=timeout_s)
+    except BaseException:
+        projector.close()
+        raise
+    return projector, deferred, goal
 
 
 def _verify(

@@ -7,7 +7,6 @@ feeds the specific tables. Undecodable messages become ``parked`` rows (:func:`p
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -16,6 +15,7 @@ import orjson
 
 from projections.model import Row, RowOp, storable
 from schemas.codec import to_json_dict
+from schemas.registry import get_registry
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,56 +69,96 @@ def park(source: Source, value: bytes | None, error: str) -> list[RowOp]:
     ]
 
 
-_TIME_FIELDS: dict[type, str | None] = {}
+_LOG_FIELDS = ("run_id", "admission_key", "delivery_id", "subscription", "environment", "scope_key")
+"""Text fields copied into ``event_log`` columns of their names, from record types having them."""
+
+_TEXT_KINDS = frozenset({"string", "optional_string"})
 
 
-def _time_field(cls: type) -> str | None:
-    # The record's own time is its last *_at_ms field: admitted_at_ms after expires_at_ms,
-    # decided_at_ms after received_at_ms, launched_at_ms after timeout_at_ms.
-    if cls not in _TIME_FIELDS:
-        names = [f.name for f in dataclasses.fields(cls) if f.name.endswith("_at_ms")]
-        _TIME_FIELDS[cls] = names[-1] if names else None
-    return _TIME_FIELDS[cls]
+@dataclass(frozen=True, slots=True)
+class _LogPlan:
+    """What one record type puts in its ``event_log`` row, worked out once per type."""
+
+    name: str
+    json_prefix: bytes
+    """``{"type":"<name>",``: its JSON is this, then the dataclass's JSON after its ``{``."""
+    text: tuple[str, ...]
+    """The names of :data:`_LOG_FIELDS` the type has as text fields."""
+    fields: tuple[str, ...]
+    values: Callable[[object], tuple[object, ...]]
+    """The record's field values, in the order of :attr:`fields`."""
+    time_field: str | None
+    """The record's own time: its last ``*_at_ms`` field (admitted_at_ms after expires_at_ms,
+    decided_at_ms after received_at_ms, launched_at_ms after timeout_at_ms)."""
+
+
+_PLANS: dict[type, _LogPlan] = {}
+
+
+def _plan_of(cls: type) -> _LogPlan:
+    plan = _PLANS.get(cls)
+    if plan is None:
+        schema = get_registry().by_class.get(cls)
+        if schema is None:
+            raise TypeError(f"{cls.__qualname__} is not a Sluicegate record type")
+        kinds = dict(zip(schema.field_names, schema.field_kinds, strict=True))
+        times = [n for n in kinds if n.endswith("_at_ms") and kinds[n].endswith("long")]
+        plan = _PLANS[cls] = _LogPlan(
+            name=cls.__name__,
+            json_prefix=b'{"type":' + orjson.dumps(cls.__name__) + b",",
+            text=tuple(n for n in _LOG_FIELDS if kinds.get(n) in _TEXT_KINDS),
+            fields=schema.field_names,
+            values=schema.values,
+            time_field=times[-1] if times else None,
+        )
+    return plan
 
 
 def record_time_ms(record: object) -> int | None:
     """The time a record states for itself (its last ``*_at_ms`` field), if any."""
-    name = _time_field(type(record))
+    name = _plan_of(type(record)).time_field
     value = getattr(record, name) if name else None
     return value if isinstance(value, int) else None
 
 
 def record_json(record: object) -> str:
     """``to_json_dict(record)`` as compact JSON text that PostgreSQL ``jsonb`` accepts."""
-    data = to_json_dict(record)
-    text = orjson.dumps(data)
-    if b"\\u0000" in text:
-        text = orjson.dumps(storable(data))
-    return text.decode("utf-8")
-
-
-def _str_attr(record: object, name: str) -> str | None:
-    value = getattr(record, name, None)
-    return value if isinstance(value, str) else None
+    body = orjson.dumps(record)
+    if b"\\u0000" in body:
+        return orjson.dumps(storable(to_json_dict(record))).decode("utf-8")
+    prefix = _plan_of(type(record)).json_prefix
+    # A record without fields dumps as {}: the prefix's comma must go.
+    return (prefix + body[1:] if len(body) > 2 else prefix[:-1] + b"}").decode("utf-8")
 
 
 def event_log_row(source: Source, record: object) -> Row:
-    return {
+    plan = _plan_of(type(record))
+    time_ms = getattr(record, plan.time_field) if plan.time_field else None
+    row: Row = {
         "src_topic": source.topic,
         "src_partition": source.partition,
         "src_offset": source.offset,
-        "type": type(record).__name__,
+        "type": plan.name,
         "key": source.key,
-        "run_id": _str_attr(record, "run_id"),
-        "admission_key": _str_attr(record, "admission_key"),
-        "delivery_id": _str_attr(record, "delivery_id"),
-        "subscription": _str_attr(record, "subscription"),
-        "environment": _str_attr(record, "environment"),
-        "scope_key": _str_attr(record, "scope_key"),
-        "time_ms": record_time_ms(record),
+        "run_id": None,
+        "admission_key": None,
+        "delivery_id": None,
+        "subscription": None,
+        "environment": None,
+        "scope_key": None,
+        "time_ms": time_ms,
         "kafka_ts_ms": source.timestamp_ms,
         "record": record_json(record),
     }
+    for name in plan.text:
+        row[name] = getattr(record, name)
+    return row
+
+
+def all_fields(record: object) -> Row:
+    """Every field of ``record`` by name (tuples stay tuples)."""
+    plan = _plan_of(type(record))
+    return dict(zip(plan.fields, plan.values(record), strict=True))
 
 
 def fields_of(record: object, *names: str) -> Row:

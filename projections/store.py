@@ -6,6 +6,13 @@ the real table with the table's policy. Counters are raised only by the rows tha
 reports as inserted (``RETURNING``), so applying a batch twice cannot double a count.
 ``event_log`` (:data:`APPEND_ONLY`) is copied straight into its table: it holds one row per
 source offset, and the offset check below admits each offset into one committed batch only.
+So is the first write into a table found empty under the writers' lock (a fresh schema's):
+with one row per key, nothing can conflict, and every row counts as inserted.
+
+A writer may hold merged rows back in a :class:`~projections.model.RowBuffer` across batches
+(``write(..., held=...)``) and write them once (:meth:`Store.flush`, or when the buffer
+reaches its limit): the bulk load of a rebuild. The offsets a batch stores then run ahead of
+the rows held back, so that is only for a schema nobody reads or resumes before the flush.
 
 Rows are copied with the tables' column types declared (no per-value type lookup) and
 without the per-value NUL scrub; a batch whose text holds a NUL (PostgreSQL text cannot)
@@ -33,6 +40,7 @@ from projections.model import (
     TABLES,
     CounterKey,
     Row,
+    RowBuffer,
     RowOp,
     TableSpec,
     reduce_rows,
@@ -58,6 +66,8 @@ class _Plan:
     types: list[str]
     copy: sql.Composed
     upsert: sql.Composed | None
+    fill: sql.Composed
+    """``COPY`` straight into the table: for a table known to be empty."""
 
 
 _JSON = frozenset({"json", "jsonb"})
@@ -97,6 +107,8 @@ class Store:
                     )
             types = column_types(conn, schema)
         self._plans = {spec.name: self._plan(spec, types[spec.name]) for spec in TABLES}
+        self._maybe_empty = {spec.name for spec in TABLES if spec.name not in APPEND_ONLY}
+        """Tables not yet seen holding rows: checked under the lock before they are written."""
 
     def _plan(self, spec: TableSpec, types: list[str]) -> _Plan:
         cols = sql.SQL(", ").join(sql.Identifier(c) for c in spec.columns)
@@ -108,6 +120,9 @@ class Store:
             types=types,
             copy=sql.SQL("COPY {} ({}) FROM STDIN").format(into, cols),
             upsert=None if direct else self._upsert_sql(spec),
+            fill=sql.SQL("COPY {} ({}) FROM STDIN").format(
+                sql.Identifier(self.schema, spec.name), cols
+            ),
         )
 
     def _upsert_sql(self, spec: TableSpec) -> sql.Composed:
@@ -151,12 +166,19 @@ class Store:
         ops: Iterable[RowOp],
         offsets: Mapping[tuple[str, int], int],
         expected: Mapping[tuple[str, int], int],
+        *,
+        held: RowBuffer | None = None,
+        hold_up_to: int = 0,
     ) -> None:
         """Apply one batch and advance ``offsets`` atomically, if nobody else moved them.
 
         ``expected`` is what the caller believes is stored; when the stored offsets differ,
         nothing is written and :class:`OffsetsMoved` is raised. Database errors propagate
         after the transaction rolled back.
+
+        With ``held``, the batch's merged rows join the buffer instead, and the buffer is
+        written with this batch only once it holds more than ``hold_up_to`` rows; when the
+        transaction fails, the buffer holds what it held before, plus the batch's rows.
         """
         appended: dict[str, list[Row]] = {}
         merged: list[RowOp] = []
@@ -165,7 +187,34 @@ class Store:
                 appended.setdefault(op[0], []).append(op[1])
             else:
                 merged.append(op)
-        tables = {**appended, **reduce_rows(merged)}
+        if held is None:
+            self._write({**appended, **reduce_rows(merged)}, offsets, expected)
+            return
+        held.merge(merged)
+        taken = held.take() if len(held) > hold_up_to else {}
+        try:
+            self._write({**appended, **taken}, offsets, expected)
+        except BaseException:
+            held.restore(taken)
+            raise
+
+    def flush(self, held: RowBuffer, expected: Mapping[tuple[str, int], int]) -> None:
+        """Write the rows ``held`` back (offsets unchanged); on failure they stay held."""
+        if not len(held):
+            return
+        taken = held.take()
+        try:
+            self._write(taken, {}, expected)
+        except BaseException:
+            held.restore(taken)
+            raise
+
+    def _write(
+        self,
+        tables: Mapping[str, list[Row]],
+        offsets: Mapping[tuple[str, int], int],
+        expected: Mapping[tuple[str, int], int],
+    ) -> None:
         try:
             self._transaction(tables, offsets, expected, scrub=False)
         except psycopg.DataError:
@@ -186,10 +235,11 @@ class Store:
             stored = self._read_offsets()
             if stored != dict(expected):
                 raise OffsetsMoved(f"stored offsets of {self.schema} moved under this writer")
+            empty = self._empty_of(tables)
             counts: Counter[CounterKey] = Counter()
             for name, rows in tables.items():
                 plan = self._plans[name]
-                inserted = self._copy(plan, rows, scrub)
+                inserted = self._copy(plan, rows, scrub, empty=name in empty)
                 if plan.spec.counters is not None:
                     for row in inserted:
                         counts.update(plan.spec.counters(row))
@@ -197,21 +247,47 @@ class Store:
                 self._add_counters(counts)
             if offsets:
                 self._store_offsets(offsets)
+        self._maybe_empty.difference_update(tables)
 
-    def _copy(self, plan: _Plan, rows: list[Row], scrub: bool) -> list[Row]:
-        """Write ``rows``; the inserted ones of a counted table (for its counters)."""
+    def _empty_of(self, tables: Iterable[str]) -> set[str]:
+        """Which of ``tables`` hold no rows (asked only of those not yet seen holding any)."""
+        ask = [name for name in tables if name in self._maybe_empty]
+        if not ask:
+            return set()
+        found = self.conn.execute(
+            sql.SQL(" UNION ALL ").join(
+                sql.SQL("SELECT {} WHERE NOT EXISTS (SELECT 1 FROM {})").format(
+                    sql.Literal(name), sql.Identifier(self.schema, name)
+                )
+                for name in ask
+            )
+        ).fetchall()
+        empty = {str(row[0]) for row in found}
+        self._maybe_empty.difference_update(set(ask) - empty)
+        return empty
+
+    def _copy(self, plan: _Plan, rows: list[Row], scrub: bool, *, empty: bool) -> list[Row]:
+        """Write ``rows`` (one per key; straight into the table when it is ``empty``); the
+        inserted ones of a counted table (for its counters)."""
         values = [plan.values(row) for row in rows]
         if scrub:
             values = [tuple(storable(v) for v in value) for value in values]
         cur = self.conn.cursor()
-        with cur.copy(plan.copy) as copy:
+        with cur.copy(plan.fill if empty else plan.copy) as copy:
             copy.set_types(plan.types)
             for value in values:
                 copy.write_row(value)
         if plan.upsert is None:
             return []
-        cur.execute(plan.upsert)
         spec = plan.spec
+        if empty:
+            # Every row was inserted; scrubbed ones count by their stored values.
+            if spec.counters is None:
+                return []
+            if not scrub:
+                return rows
+            return [dict(zip(spec.columns, v, strict=True)) for v in values]
+        cur.execute(plan.upsert)
         if spec.policy != "first" or spec.counters is None:
             return []
         key_at = [spec.columns.index(c) for c in spec.key]

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import dataclasses
-
 from projections.model import RowOp
-from projections.rows import Source, fields_of, handles
+from projections.rows import Source, all_fields, fields_of, handles
 from schemas.commands import AdmitDelivery, AuthorizeRerun
 from schemas.events import (
     AdmissionRecordEvicted,
@@ -21,7 +19,7 @@ from schemas.events import (
 
 @handles(WorkflowRevised)
 def _workflow(source: Source, r: WorkflowRevised) -> list[RowOp]:
-    row = {f.name: getattr(r, f.name) for f in dataclasses.fields(r)}
+    row = all_fields(r)
     return [("workflows", row)]
 
 
@@ -96,7 +94,7 @@ def _outcome(
 
 @handles(RunAdmitted)
 def _run_admitted(source: Source, r: RunAdmitted) -> list[RowOp]:
-    run = {f.name: getattr(r, f.name) for f in dataclasses.fields(r)}
+    run = all_fields(r)
     ops: list[RowOp] = [
         ("runs", run),
         (

@@ -20,7 +20,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "projector", help="run the projector: every event topic into the PostgreSQL read model"
     )
     projector.add_argument(
-        "--batch-size", type=int, default=2000, help="most messages per transaction"
+        "--batch-size", type=int, default=10_000, help="most messages per transaction"
     )
     projector.set_defaults(func=cmd_projector)
 

@@ -73,3 +73,10 @@ def test_the_png_is_drawn_and_the_cli_renders_from_json(tmp_path: Path) -> None:
     markdown = tmp_path / "docs" / "benchmarks.md"
     assert main(["--results", str(results), "--markdown", str(markdown), "--png", str(png)]) == 0
     assert "## 1. Admission throughput" in markdown.read_text()
+
+
+def test_each_section_says_when_it_was_measured() -> None:
+    page = render_markdown([section()], MACHINE, None, {section().order: "2026-12-01 21:00 UTC"})
+    title = next(i for i, line in enumerate(page.splitlines()) if line.startswith("## "))
+    assert page.splitlines()[title + 2] == "Measured 2026-12-01 21:00 UTC."
+    assert "| page written |" in page

@@ -7,23 +7,11 @@ from typing import Any
 
 from fastavro import schemaless_writer
 from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from schemas.binary import long_bytes
 from schemas.codec import decode, encode
-from schemas.mirror import FieldKind
 from schemas.registry import RecordSchema, get_registry
-
-AVRO_LONG = st.integers(min_value=-(2**63), max_value=2**63 - 1)
-TEXT = st.text(st.characters(exclude_categories=["Cs"]), max_size=300)
-VALUES: dict[FieldKind, st.SearchStrategy[Any]] = {
-    "string": TEXT,
-    "long": AVRO_LONG,
-    "optional_string": st.none() | TEXT,
-    "optional_long": st.none() | AVRO_LONG,
-    "string_array": st.lists(TEXT, max_size=5).map(tuple),
-}
-SCHEMAS = sorted(get_registry().by_class.values(), key=lambda s: s.name)
+from tests.support.record_values import AVRO_LONG, SCHEMAS, VALUES, records
 
 
 def fastavro_bytes(schema: RecordSchema, values: tuple[object, ...]) -> bytes:
@@ -31,12 +19,6 @@ def fastavro_bytes(schema: RecordSchema, values: tuple[object, ...]) -> bytes:
     buffer.write(schema.header)
     schemaless_writer(buffer, schema.parsed, dict(zip(schema.field_names, values, strict=True)))
     return buffer.getvalue()
-
-
-@st.composite
-def records(draw: st.DrawFn) -> tuple[RecordSchema, tuple[object, ...]]:
-    schema = draw(st.sampled_from(SCHEMAS))
-    return schema, tuple(draw(VALUES[kind]) for kind in schema.field_kinds)
 
 
 @settings(max_examples=2000)
