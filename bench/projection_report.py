@@ -184,7 +184,7 @@ def section(setting: Setting, runs: Sequence[Run], keepups: Sequence[KeepUp] = (
             "decode, the dataclass, its JSON for event_log and its rows) and, on the writer "
             "thread, COPY formatting and the wait for PostgreSQL's upserts and index "
             "maintenance; a bare COPY is PostgreSQL's work alone. The profiles below show the "
-            "split: Projector._map (decode, project) against Projector._apply (Store.write). "
+            "split: Projector._map (decode, project) against BatchWriter._apply (Store.write). "
             "A rebuild upserts nothing per batch: it copies event_log and holds the other "
             "tables' rows back (Projector._flush_held writes them at the end, into empty "
             "tables with a plain COPY), so its main thread's decode and mapping limit it."

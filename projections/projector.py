@@ -13,6 +13,10 @@ One batch is written while the next is polled and mapped (a writer thread, one t
 in flight at most): step 2 of batch N+1 starts only once batch N has committed, and a batch
 mapped while its predecessor failed is dropped and read again from the stored offsets.
 
+A bulk load (``held_rows``, what a rebuild runs) is the one exception: step 2 holds the
+merged tables' rows back in memory and later transactions write them, which is only for a
+schema nobody reads before :meth:`Projector.run_until` returns.
+
 So the rows and the position that produced them commit or vanish together. A kill -9, or a
 PostgreSQL outage, at any point leaves the database at the end of some whole batch; on start
 (or after reconnecting) the projector re-reads the stored offsets and seeks there, so nothing
@@ -27,7 +31,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Mapping
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 
 import psycopg
@@ -35,24 +39,19 @@ from confluent_kafka import (
     KafkaError,
     Message,
 )
-from psycopg.conninfo import conninfo_to_dict
 
-from projections.db import describe_dsn, schema_name
-from projections.errors import HeldRowsRefused, OffsetsMoved, ProjectionError, TopicRecreated
+from projections.batch_writer import BatchWriter, Mapped
+from projections.db import schema_name
+from projections.errors import OffsetsMoved, ProjectionError, TopicRecreated
 from projections.handlers import Source, park, project
-from projections.migrate import migrate
-from projections.model import RowBuffer, RowOp
+from projections.model import RowOp
 from projections.sources import Sources, source_topics
-from projections.store import Offsets, Store
+from projections.store import Offsets
 from schemas.codec import decode
 from schemas.errors import SchemaError
 from streams.settings import Settings
 
 log = logging.getLogger("sluicegate.projector")
-
-
-# (partition, offset, rows, raw value) of one consumed message.
-_Mapped = tuple[tuple[str, int], int, list[RowOp], bytes | None]
 
 
 @dataclass
@@ -65,12 +64,6 @@ class ProjectorStats:
     reconnects: int = 0
     reseeks: int = 0
     started: float = field(default_factory=time.monotonic)
-
-
-def _asynchronous(dsn: str) -> str:
-    """The DSN's ``options`` plus ``synchronous_commit = off``."""
-    given = conninfo_to_dict(dsn).get("options")
-    return f"{given or ''} -c synchronous_commit=off".strip()
 
 
 class Projector:
@@ -119,16 +112,18 @@ class Projector:
         self.on_progress = on_progress
         self.durable_batches = durable_batches
         self.stats = ProjectorStats()
-        self.held_rows = held_rows
-        self._held: RowBuffer | None = RowBuffer() if held_rows > 0 else None
-        self._conn: psycopg.Connection | None = None
-        self._store: Store | None = None
+        self._writer = BatchWriter(
+            settings,
+            self.schema,
+            durable=durable_batches,
+            held_rows=held_rows,
+            stop=self.stop,
+        )
         self._positions: Offsets = {}
         self._ahead: Offsets = {}
         """The positions once the batch in flight has committed (:attr:`_positions` else)."""
         self._pending: tuple[Future[tuple[Offsets, int]], int] | None = None
         """The batch being written: its outcome (positions after it, parked) and size."""
-        self._writer: ThreadPoolExecutor | None = None
         self._left_behind = False
         """Whether a step passed over messages (or an end) at or past its target: they are no
         longer in the consumer's stream, so a further target must seek back for them."""
@@ -143,11 +138,8 @@ class Projector:
             with contextlib.suppress(Exception):
                 self._pending[0].result()
             self._pending = None
-        if self._writer is not None:
-            self._writer.shutdown(wait=True)
-            self._writer = None
+        self._writer.close()
         self._sources.close()
-        self._close_pg()
 
     def __enter__(self) -> Projector:
         return self
@@ -161,7 +153,7 @@ class Projector:
 
     def run(self) -> None:
         """Follow the topics until :attr:`stop` is set (the current batch finishes first)."""
-        if self._held is not None:
+        if self._writer.held is not None:
             raise ProjectionError("a projector that holds rows back only catches up (run_until)")
         self._start()
         reported, last = time.monotonic(), 0
@@ -237,60 +229,21 @@ class Projector:
     # -- PostgreSQL --------------------------------------------------------------------------
 
     def _start(self) -> None:
-        if self._store is None:
+        if not self._writer.connected:
             self._connect_with_backoff()
-
-    def _open_pg(self) -> None:
-        conn = psycopg.connect(
-            self.settings.pg_dsn,
-            connect_timeout=5,
-            application_name=f"sluicegate-projector:{self.schema}"[:63],
-            options=None if self.durable_batches else _asynchronous(self.settings.pg_dsn),
-        )
-        try:
-            migrate(conn, self.schema, self.settings.topic_prefix)
-            store = Store(conn, self.schema)
-            positions = store.load_offsets()
-        except BaseException:
-            conn.close()
-            raise
-        self._conn, self._store, self._positions = conn, store, positions
-        self._ahead = dict(positions)
-
-    def _close_pg(self) -> None:
-        if self._conn is not None:
-            with contextlib.suppress(psycopg.Error):
-                self._conn.close()
-        self._conn = None
-        self._store = None
 
     def _connect_with_backoff(self) -> None:
         """(Re)connect, migrate, re-read the stored offsets and seek there; retry until up."""
-        delay = 0.1
-        while True:
-            self._close_pg()
-            try:
-                self._open_pg()
-                self._sources.assign(self._positions, only_if_changed=False)
-                return
-            except (psycopg.OperationalError, psycopg.InterfaceError) as e:
-                first = (str(e).strip().splitlines() or [type(e).__name__])[0]
-                log.warning(
-                    "PostgreSQL at %s unavailable (%s); retrying in %.1f s",
-                    describe_dsn(self.settings.pg_dsn),
-                    first,
-                    delay,
-                )
-            if self.stop.wait(delay):
-                raise ProjectionError("stopped while waiting for PostgreSQL")
-            delay = min(delay * 2, 5.0)
+        self._positions = self._writer.connect()
+        self._ahead = dict(self._positions)
+        self._sources.assign(self._positions, only_if_changed=False)
 
     # -- one batch ---------------------------------------------------------------------------
 
     def _step(self, until: Mapping[tuple[str, int], int] | None) -> None:
         consumer = self._sources.consumer()
         messages = consumer.consume(self.batch_size, self.poll_timeout_s)
-        per_message: list[_Mapped] = []
+        per_message: list[Mapped] = []
         advance: Offsets = {}
         for m in messages:
             tp, offset = self._sources.where(m)
@@ -326,9 +279,7 @@ class Projector:
         if advance:
             expected = dict(self._ahead)
             self._ahead.update(advance)
-            if self._writer is None:
-                self._writer = ThreadPoolExecutor(1, thread_name_prefix="projector-writer")
-            future = self._writer.submit(self._apply, per_message, advance, expected)
+            future = self._writer.submit(per_message, advance, expected)
             self._pending = (future, len(per_message))
 
     def _map(self, m: Message, tp: tuple[str, int], offset: int) -> list[RowOp]:
@@ -347,35 +298,11 @@ class Projector:
             return park(source, value, f"{type(e).__name__}: {e}")
         return project(source, record)
 
-    def _apply(
-        self, per_message: list[_Mapped], advance: Offsets, expected: Offsets
-    ) -> tuple[Offsets, int]:
-        """Write one batch (on the writer thread); the positions after it and how many
-        messages PostgreSQL refused (parked)."""
-        assert self._store is not None
-        ops = [op for _, _, msg_ops, _ in per_message for op in msg_ops]
-        try:
-            self._store.write(ops, advance, expected, held=self._held, hold_up_to=self.held_rows)
-        except (psycopg.DataError, psycopg.IntegrityError) as e:
-            if self._held is not None:
-                raise HeldRowsRefused(f"PostgreSQL refused rows held back: {e}") from e
-            log.error("batch refused by PostgreSQL (%s); writing it message by message", e)
-            return self._write_isolated(per_message, advance, dict(expected))
-        return {**expected, **advance}, 0
-
     def _flush_held(self) -> None:
         """Write the rows held back (``held_rows``), reconnecting while PostgreSQL is away."""
-        while self._held is not None and len(self._held):
-            assert self._store is not None
+        while self._writer.held is not None and len(self._writer.held):
             try:
-                self._store.flush(self._held, self._positions)
-            except (psycopg.DataError, psycopg.IntegrityError) as e:
-                raise HeldRowsRefused(f"PostgreSQL refused rows held back: {e}") from e
-            except OffsetsMoved as e:
-                raise ProjectionError(
-                    f"the stored offsets of {self.schema} moved while rows were held back: "
-                    "another writer is writing a schema only a bulk load should"
-                ) from e
+                self._writer.flush_held(self._positions)
             except psycopg.Error as e:
                 log.warning("PostgreSQL error (%s): %s; reconnecting", type(e).__name__, e)
                 self.stats.reconnects += 1
@@ -409,35 +336,7 @@ class Projector:
             self.on_progress(count)
         return True
 
-    def _write_isolated(
-        self, per_message: list[_Mapped], advance: Offsets, positions: Offsets
-    ) -> tuple[Offsets, int]:
-        """Write a batch one message per transaction, parking any message PostgreSQL refuses.
-
-        Only data errors get here (a value PostgreSQL cannot store); parking keeps the
-        projector moving without dropping the message.
-        """
-        assert self._store is not None
-        parked = 0
-        for tp, offset, ops, value in per_message:
-            step = {tp: offset + 1}
-            try:
-                self._store.write(ops, step, positions)
-            except (psycopg.DataError, psycopg.IntegrityError) as e:
-                text = f"PostgreSQL refused the rows: {type(e).__name__}: {e}"
-                log.error("parked %s[%d]@%d: %s", tp[0], tp[1], offset, text)
-                parked += 1
-                source = Source(tp[0], tp[1], offset)
-                self._store.write(park(source, value, text), step, positions)
-            positions.update(step)
-        rest = {tp: o for tp, o in advance.items() if o > positions.get(tp, 0)}
-        if rest:
-            self._store.write([], rest, positions)
-            positions.update(rest)
-        return positions, parked
-
     def _reload(self) -> None:
-        assert self._store is not None
-        self._positions = self._store.load_offsets()
+        self._positions = self._writer.stored_offsets()
         self._ahead = dict(self._positions)
         self._sources.assign(self._positions, only_if_changed=False)

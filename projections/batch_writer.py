@@ -1,0 +1,188 @@
+"""The PostgreSQL side of the projector: its connection, its batches and held-back rows.
+
+A :class:`BatchWriter` owns one connection (migrated, with its :class:`~projections.store.Store`)
+and one helper thread on which batches are written, one at a time; the projector maps the
+next batch meanwhile and waits for the outcome before it submits another. Errors are the
+caller's to handle: a refused batch is written again message by message here (parking what
+PostgreSQL refuses), everything else propagates (see :mod:`projections.projector` for the
+commit order).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor
+
+import psycopg
+from psycopg.conninfo import conninfo_to_dict
+
+from projections.db import describe_dsn
+from projections.errors import HeldRowsRefused, OffsetsMoved, ProjectionError
+from projections.handlers import Source, park
+from projections.migrate import migrate
+from projections.model import RowBuffer, RowOp
+from projections.store import Offsets, Store
+from streams.settings import Settings
+
+log = logging.getLogger("sluicegate.projector")
+
+Mapped = tuple[tuple[str, int], int, list[RowOp], bytes | None]
+"""(partition, offset, rows, raw value) of one consumed message."""
+
+
+def _asynchronous(dsn: str) -> str:
+    """The DSN's ``options`` plus ``synchronous_commit = off``."""
+    given = conninfo_to_dict(dsn).get("options")
+    return f"{given or ''} -c synchronous_commit=off".strip()
+
+
+class BatchWriter:
+    """Writes a projector's batches into ``schema``; see :class:`~projections.projector.Projector`
+    for ``durable`` and ``held_rows``. Not thread-safe: one projector drives it."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        schema: str,
+        *,
+        durable: bool,
+        held_rows: int,
+        stop: threading.Event,
+    ) -> None:
+        self.settings = settings
+        self.schema = schema
+        self.durable = durable
+        self.held_rows = held_rows
+        self.stop = stop
+        self.held: RowBuffer | None = RowBuffer() if held_rows > 0 else None
+        self._conn: psycopg.Connection | None = None
+        self._store: Store | None = None
+        self._thread: ThreadPoolExecutor | None = None
+
+    @property
+    def connected(self) -> bool:
+        return self._store is not None
+
+    def connect(self) -> Offsets:
+        """(Re)connect and migrate, retrying while PostgreSQL is unavailable (until
+        :attr:`stop` is set); the stored offsets."""
+        delay = 0.1
+        while True:
+            self.disconnect()
+            try:
+                return self._open()
+            except (psycopg.OperationalError, psycopg.InterfaceError) as e:
+                first = (str(e).strip().splitlines() or [type(e).__name__])[0]
+                log.warning(
+                    "PostgreSQL at %s unavailable (%s); retrying in %.1f s",
+                    describe_dsn(self.settings.pg_dsn),
+                    first,
+                    delay,
+                )
+            if self.stop.wait(delay):
+                raise ProjectionError("stopped while waiting for PostgreSQL")
+            delay = min(delay * 2, 5.0)
+
+    def _open(self) -> Offsets:
+        conn = psycopg.connect(
+            self.settings.pg_dsn,
+            connect_timeout=5,
+            application_name=f"sluicegate-projector:{self.schema}"[:63],
+            options=None if self.durable else _asynchronous(self.settings.pg_dsn),
+        )
+        try:
+            migrate(conn, self.schema, self.settings.topic_prefix)
+            store = Store(conn, self.schema)
+            positions = store.load_offsets()
+        except BaseException:
+            conn.close()
+            raise
+        self._conn, self._store = conn, store
+        return positions
+
+    def disconnect(self) -> None:
+        if self._conn is not None:
+            with contextlib.suppress(psycopg.Error):
+                self._conn.close()
+        self._conn = None
+        self._store = None
+
+    def close(self) -> None:
+        """Stop the helper thread (after the batch it writes) and disconnect."""
+        if self._thread is not None:
+            self._thread.shutdown(wait=True)
+            self._thread = None
+        self.disconnect()
+
+    def stored_offsets(self) -> Offsets:
+        assert self._store is not None
+        return self._store.load_offsets()
+
+    def submit(
+        self, per_message: list[Mapped], advance: Offsets, expected: Offsets
+    ) -> Future[tuple[Offsets, int]]:
+        """Write one batch on the helper thread: its outcome is the positions after it and
+        how many messages PostgreSQL refused (parked)."""
+        if self._thread is None:
+            self._thread = ThreadPoolExecutor(1, thread_name_prefix="projector-writer")
+        return self._thread.submit(self._apply, per_message, advance, expected)
+
+    def _apply(
+        self, per_message: list[Mapped], advance: Offsets, expected: Offsets
+    ) -> tuple[Offsets, int]:
+        assert self._store is not None
+        ops = [op for _, _, msg_ops, _ in per_message for op in msg_ops]
+        try:
+            self._store.write(ops, advance, expected, held=self.held, hold_up_to=self.held_rows)
+        except (psycopg.DataError, psycopg.IntegrityError) as e:
+            if self.held is not None:
+                raise HeldRowsRefused(f"PostgreSQL refused rows held back: {e}") from e
+            log.error("batch refused by PostgreSQL (%s); writing it message by message", e)
+            return self._write_isolated(per_message, advance, dict(expected))
+        return {**expected, **advance}, 0
+
+    def _write_isolated(
+        self, per_message: list[Mapped], advance: Offsets, positions: Offsets
+    ) -> tuple[Offsets, int]:
+        """Write a batch one message per transaction, parking any message PostgreSQL refuses.
+
+        Only data errors get here (a value PostgreSQL cannot store); parking keeps the
+        projector moving without dropping the message.
+        """
+        assert self._store is not None
+        parked = 0
+        for tp, offset, ops, value in per_message:
+            step = {tp: offset + 1}
+            try:
+                self._store.write(ops, step, positions)
+            except (psycopg.DataError, psycopg.IntegrityError) as e:
+                text = f"PostgreSQL refused the rows: {type(e).__name__}: {e}"
+                log.error("parked %s[%d]@%d: %s", tp[0], tp[1], offset, text)
+                parked += 1
+                source = Source(tp[0], tp[1], offset)
+                self._store.write(park(source, value, text), step, positions)
+            positions.update(step)
+        rest = {tp: o for tp, o in advance.items() if o > positions.get(tp, 0)}
+        if rest:
+            self._store.write([], rest, positions)
+            positions.update(rest)
+        return positions, parked
+
+    def flush_held(self, positions: Offsets) -> None:
+        """Write the rows held back (on the caller's thread, no batch in flight), offsets
+        ``positions`` unchanged. On a refused row :class:`HeldRowsRefused`; database errors
+        propagate with the rows still held."""
+        if self.held is None or not len(self.held):
+            return
+        assert self._store is not None
+        try:
+            self._store.flush(self.held, positions)
+        except (psycopg.DataError, psycopg.IntegrityError) as e:
+            raise HeldRowsRefused(f"PostgreSQL refused rows held back: {e}") from e
+        except OffsetsMoved as e:
+            raise ProjectionError(
+                f"the stored offsets of {self.schema} moved while rows were held back: "
+                "another writer is writing a schema only a bulk load should"
+            ) from e
