@@ -44,7 +44,7 @@ from streams.settings import Settings
 DiffKind = Literal["changed", "only_live", "only_rebuilt"]
 
 HELD_ROWS = 250_000
-"""Rows of the merged tables a rebuild holds in memory across batches (about 1 KiB each) and
+"""Rows of the merged tables a rebuild holds in memory across batches (150,000 took 46 MiB) and
 writes at once: straight into the fresh tables the first time, by upsert after that."""
 
 
