@@ -6,11 +6,13 @@ PostgreSQL refuses some held rows (the rebuild then loads again batch by batch).
 from __future__ import annotations
 
 import io
+import math
 import random
 import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import psycopg
 import pytest
@@ -136,9 +138,21 @@ def test_rows_postgresql_refuses_make_the_rebuild_load_again_batch_by_batch(
         return ops
 
     monkeypatch.setitem(HANDLERS, RunAdmitted, out_of_range)
+    write = Store.write
+    writes: list[int] = []
+
+    def counted(store: Store, *args: Any, **kwargs: Any) -> None:
+        writes.append(1)
+        write(store, *args, **kwargs)
+
+    monkeypatch.setattr(Store, "write", counted)
     out = io.StringIO()
     result = rebuild(settings, stream=out, show_progress=False, timeout_s=120)
     assert result.swapped
+    # The refused batch is halved until the one message is found: a few dozen transactions,
+    # not one per message of the batch.
+    assert result.messages > 4000
+    assert len(writes) < 2 * math.log2(result.messages) + 20
     assert "loading again batch by batch" in out.getvalue()
     live = schema_name(settings.topic_prefix)
     with connect(settings.pg_dsn, autocommit=True) as conn:
