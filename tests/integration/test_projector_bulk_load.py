@@ -28,7 +28,12 @@ from projections.store import Store
 from schemas.events import RunAdmitted
 from streams.kafka.topics import ensure_topics
 from streams.settings import Settings
-from tests.support.history import build_history, cleanup, produce_history
+from tests.support.history import (
+    build_history,
+    cleanup,
+    produce_history,
+    terminate_projector_backends,
+)
 from tests.support.kafka import unique_settings
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
@@ -88,7 +93,7 @@ def test_connections_terminated_while_rows_are_held_lose_none_of_them(
     try:
         for fraction in (0.25, 0.6):
             _wait_until(lambda f=fraction: _stored(settings, schema) >= total * f, 60)  # type: ignore[misc]
-            terminated += _terminate(settings, schema)
+            terminated += terminate_projector_backends(settings, schema)
         thread.join(90)
     finally:
         projector.stop.set()
@@ -183,15 +188,6 @@ def _stored(settings: Settings, schema: str) -> int:
             return sum(stored_offsets(conn, schema).values())
     except Exception:
         return 0
-
-
-def _terminate(settings: Settings, schema: str) -> int:
-    with connect(settings.pg_dsn, autocommit=True) as conn:
-        rows = conn.execute(
-            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = %s",
-            (f"sluicegate-projector:{schema}"[:63],),
-        ).fetchall()
-    return len(rows)
 
 
 def _wait_until(predicate: Callable[[], bool], timeout_s: float) -> None:

@@ -33,7 +33,12 @@ from projections.rebuild import compare_schemas, stored_offsets
 from projections.store import Offsets
 from streams.kafka.topics import ensure_topics
 from streams.settings import Settings
-from tests.support.history import build_history, cleanup, produce_history
+from tests.support.history import (
+    build_history,
+    cleanup,
+    produce_history,
+    terminate_projector_backends,
+)
 from tests.support.kafka import unique_settings
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
@@ -172,15 +177,6 @@ def _run_in_thread(projector: Projector) -> threading.Thread:
     return thread
 
 
-def _terminate_projector_backends(settings: Settings, schema: str) -> int:
-    with connect(settings.pg_dsn, autocommit=True) as conn:
-        rows = conn.execute(
-            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = %s",
-            (f"sluicegate-projector:{schema}"[:63],),
-        ).fetchall()
-    return len(rows)
-
-
 def test_connections_killed_mid_stream_leave_the_same_tables(settings: Settings) -> None:
     rng = random.Random(4)
     history = build_history(rng, 500)
@@ -198,7 +194,7 @@ def test_connections_killed_mid_stream_leave_the_same_tables(settings: Settings)
                 60,
                 f"{fraction:.0%} projected",
             )
-            terminated += _terminate_projector_backends(settings, schema)
+            terminated += terminate_projector_backends(settings, schema)
         _wait_until(lambda: _caught_up(settings, schema, ends), 60, "catching up")
     finally:
         projector.stop.set()

@@ -490,3 +490,16 @@ def table_rows(conn: Any, schema: str, table: str, key: Sequence[str]) -> list[d
             )
         )
         return list(cur.fetchall())
+
+
+def terminate_projector_backends(settings: Settings, schema: str) -> int:
+    """Terminate (server side) every PostgreSQL connection of a projector of ``schema``; how
+    many there were."""
+    from projections.db import connect
+
+    with connect(settings.pg_dsn, autocommit=True) as conn:
+        rows = conn.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = %s",
+            (f"sluicegate-projector:{schema}"[:63],),
+        ).fetchall()
+    return len(rows)
