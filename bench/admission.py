@@ -52,6 +52,7 @@ from bench.backlog import (
     Stage,
     plan,
     read_all,
+    start_child,
     stop_children,
     stop_on_sigterm,
 )
@@ -100,30 +101,13 @@ def _timed(
     """``profiled``: a py-spy profile of the first instance is appended to it (raw stacks)."""
     stage.produce(backlog)
     counter = OutcomeCounter(stage.settings, len(backlog.deliveries))
-    logs = ROOT / "var" / "bench-logs"
-    logs.mkdir(parents=True, exist_ok=True)
-    env = {**os.environ, **stage.env()}
     children: list[subprocess.Popen[bytes]] = []
     try:
         started = time.monotonic()
         for i in range(instances):
-            with (logs / f"{stage.prefix}processor-{i}.log").open("wb") as log:
-                children.append(
-                    subprocess.Popen(
-                        [
-                            sys.executable,
-                            "-m",
-                            "sluicegate.cli",
-                            "processor",
-                            "--instance-id",
-                            f"bench-{i}",
-                        ],
-                        cwd=ROOT,
-                        env=env,
-                        stdout=log,
-                        stderr=log,
-                    )
-                )
+            children.append(
+                start_child(stage, f"processor-{i}", ["processor", "--instance-id", f"bench-{i}"])
+            )
         profiler = Profiler(children[0].pid) if profiled is not None else None
         try:
             reached = counter.wait(timeout_s)

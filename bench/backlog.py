@@ -12,15 +12,17 @@ produced; :meth:`Stage.close` deletes its topics (the broker is shared).
 from __future__ import annotations
 
 import contextlib
+import os
 import random
 import shutil
 import signal
 import subprocess
+import sys
 import threading
 import time
 import tomllib
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -294,6 +296,23 @@ def read_all(
                 yield (m.partition() or 0, m.key() or b"", m.value() or b"")
     finally:
         consumer.close()
+
+
+def start_child(
+    stage: Stage, name: str, args: list[str], env: Mapping[str, str] | None = None
+) -> subprocess.Popen[bytes]:
+    """``sluicegate <args>`` as a child process run from the repository, with the stage's
+    environment (or ``env``), its output in ``var/bench-logs/<prefix><name>.log``."""
+    logs = ROOT / "var" / "bench-logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    with (logs / f"{stage.prefix}{name}.log").open("wb") as log:
+        return subprocess.Popen(
+            [sys.executable, "-m", "sluicegate.cli", *args],
+            cwd=ROOT,
+            env=dict(env) if env is not None else {**os.environ, **stage.env()},
+            stdout=log,
+            stderr=log,
+        )
 
 
 def stop_children(children: list[subprocess.Popen[bytes]], grace_s: float = 30.0) -> None:

@@ -12,15 +12,12 @@ minute after the wall-clock source time, so no sample expires.
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import threading
 import time
 
 from confluent_kafka import Producer
 
-from bench.backlog import ROOT, Stage, stop_children
+from bench.backlog import Stage, start_child, stop_children
 from bench.latency_section import Measured
 from bench.tails import Arrivals, behind_s, settle, tail, tail_consumer
 from schemas.codec import decode, encode
@@ -81,16 +78,7 @@ def dispatched_action(value: bytes) -> str | None:
 
 class GateProcess:
     def __init__(self, stage: Stage) -> None:
-        logs = ROOT / "var" / "bench-logs"
-        logs.mkdir(parents=True, exist_ok=True)
-        with (logs / f"{stage.prefix}gate.log").open("wb") as log:
-            self.child = subprocess.Popen(
-                [sys.executable, "-m", "sluicegate.cli", "gate", "--instance-id", "bench-gate"],
-                cwd=ROOT,
-                env={**os.environ, **stage.env()},
-                stdout=log,
-                stderr=log,
-            )
+        self.child = start_child(stage, "gate", ["gate", "--instance-id", "bench-gate"])
 
     def close(self) -> None:
         stop_children([self.child])

@@ -19,16 +19,14 @@ otherwise have).
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 import time
 
 import psycopg
 from confluent_kafka import Consumer, TopicPartition
 from psycopg import sql
 
-from bench.backlog import ROOT, Backlog, OutcomeCounter, Stage, stop_children
+from bench.backlog import Backlog, OutcomeCounter, Stage, start_child, stop_children
 from bench.projection_report import KeepUp, Sample
 from projections.db import connect, schema_name
 from projections.rebuild import drop_schema
@@ -79,24 +77,11 @@ def measure(backlog: Backlog, partitions: int, timeout_s: float) -> KeepUp:
     try:
         stage.produce(backlog)
         counter = OutcomeCounter(stage.settings, len(backlog.deliveries))
-        env = {**os.environ, **stage.env()}
-        logs = ROOT / "var" / "bench-logs"
-        logs.mkdir(parents=True, exist_ok=True)
         started = time.monotonic()
-        for name, args in (
-            ("processor", ["processor", "--instance-id", "keepup"]),
-            ("projector", ["projector"]),
-        ):
-            with (logs / f"{stage.prefix}keepup-{name}.log").open("wb") as log:
-                children.append(
-                    subprocess.Popen(
-                        [sys.executable, "-m", "sluicegate.cli", *args],
-                        cwd=ROOT,
-                        env=env,
-                        stdout=log,
-                        stderr=log,
-                    )
-                )
+        children.append(
+            start_child(stage, "keepup-processor", ["processor", "--instance-id", "keepup"])
+        )
+        children.append(start_child(stage, "keepup-projector", ["projector"]))
         samples: list[Sample] = []
         admitted_at: float | None = None
         caught_at: float | None = None

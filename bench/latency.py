@@ -30,7 +30,6 @@ import dataclasses
 import os
 import socket
 import subprocess
-import sys
 import threading
 import time
 import urllib.request
@@ -45,7 +44,15 @@ from confluent_kafka.cimpl import NewTopic
 
 from bench import gate_latency
 from bench.admission import load_note
-from bench.backlog import ROOT, Stage, candle, plan, stop_children, stop_on_sigterm
+from bench.backlog import (
+    ROOT,
+    Stage,
+    candle,
+    plan,
+    start_child,
+    stop_children,
+    stop_on_sigterm,
+)
 from bench.latency_section import Measured, section
 from bench.results import write
 from bench.tails import Arrivals, behind_s, settle, tail, tail_consumer
@@ -81,23 +88,15 @@ class Servers:
     def __init__(self, stage: Stage) -> None:
         self.port = free_port()
         env = {**os.environ, **stage.env(), "SLUICEGATE_READ_HTTP": "off"}
-        logs = ROOT / "var" / "bench-logs"
-        logs.mkdir(parents=True, exist_ok=True)
-        self.children: list[subprocess.Popen[bytes]] = []
-        for name, args in (
-            ("ingest", ["ingest", "--http", f"127.0.0.1:{self.port}", "--read-http", "off"]),
-            ("processor", ["processor", "--instance-id", "latency-1"]),
-        ):
-            with (logs / f"{stage.prefix}{name}.log").open("wb") as log:
-                self.children.append(
-                    subprocess.Popen(
-                        [sys.executable, "-m", "sluicegate.cli", *args],
-                        cwd=ROOT,
-                        env=env,
-                        stdout=log,
-                        stderr=log,
-                    )
-                )
+        self.children: list[subprocess.Popen[bytes]] = [
+            start_child(
+                stage,
+                "ingest",
+                ["ingest", "--http", f"127.0.0.1:{self.port}", "--read-http", "off"],
+                env,
+            ),
+            start_child(stage, "processor", ["processor", "--instance-id", "latency-1"], env),
+        ]
         deadline = time.monotonic() + 60
         while not self._ready():
             if time.monotonic() > deadline:
