@@ -10,6 +10,12 @@ union matching dominated encoding on the admission hot path. The bytes are the s
 The writers assume values already checked by :func:`schemas.codec.encode` (ints in the long
 range, tuples for arrays); anything else raises ``TypeError``, ``AttributeError``,
 ``ValueError`` or ``OverflowError``, which the codec turns into ``InvalidRecord``.
+
+:func:`record_writer` is the codec's fast path: one function per record type, generated from
+its field kinds, that reads the attributes, makes the codec's checks and writes the whole
+message in one join, with no per-field calls or value tuple (about half the time of
+``header + body_writer(values)``). It raises :class:`Unfit` (or the errors above) for any
+value it cannot write, and the codec then takes the checked path, which names the field.
 """
 
 from __future__ import annotations
@@ -82,6 +88,61 @@ def body_writer(kinds: Sequence[FieldKind]) -> Callable[[tuple[object, ...]], by
         )
 
     return write
+
+
+class Unfit(ValueError):
+    """A value :func:`record_writer` does not write; the checked path says why."""
+
+
+_LONG_CHECK = f"type({{v}}) is not int or not {-(2**63)} <= {{v}} <= {2**63 - 1}"
+
+
+def record_writer(
+    header: bytes, names: Sequence[str], kinds: Sequence[FieldKind]
+) -> Callable[[object], bytes]:
+    """A function from a record to ``header`` + its Avro body, for fields ``names`` of
+    ``kinds`` in schema order; it raises :class:`Unfit` where the codec's checks would fail
+    (a ``long`` that is not an ``int`` in range, an array that is not a ``tuple``)."""
+    lines = ["def write(record):"]
+    parts = ["HEADER"]
+    for i, (name, kind) in enumerate(zip(names, kinds, strict=True)):
+        if not name.isidentifier():
+            raise ValueError(f"field name {name!r} is not an identifier")
+        v, b = f"v{i}", f"b{i}"
+        lines.append(f"    {v} = record.{name}")
+        if kind == "string":
+            lines.append(f"    {b} = {v}.encode()")
+            parts += [f"long_bytes(len({b}))", b]
+        elif kind == "long":
+            lines.append(f"    if {_LONG_CHECK.format(v=v)}: raise Unfit")
+            parts.append(f"long_bytes({v})")
+        elif kind == "optional_string":
+            lines.append(f"    if {v} is None: {b} = NULL")
+            lines.append("    else:")
+            lines.append(f"        {b} = {v}.encode()")
+            lines.append(f"        {b} = PRESENT + long_bytes(len({b})) + {b}")
+            parts.append(b)
+        elif kind == "optional_long":
+            lines.append(f"    if {v} is None: {b} = NULL")
+            lines.append(f"    elif {_LONG_CHECK.format(v=v)}: raise Unfit")
+            lines.append(f"    else: {b} = PRESENT + long_bytes({v})")
+            parts.append(b)
+        else:
+            lines.append(f"    if type({v}) is not tuple: raise Unfit")
+            parts.append(f"string_array_bytes({v})")
+    lines.append(f"    return b''.join(({', '.join(parts)},))")
+    namespace: dict[str, Any] = {
+        "HEADER": header,
+        "NULL": _NULL,
+        "PRESENT": _PRESENT,
+        "Unfit": Unfit,
+        "long_bytes": long_bytes,
+        "string_array_bytes": string_array_bytes,
+    }
+    # Built from the schema's own field names (checked above); the name shows in profiles.
+    exec(compile("\n".join(lines), "<record_writer>", "exec"), namespace)
+    writer: Callable[[object], bytes] = namespace["write"]
+    return writer
 
 
 def unfit_field(kinds: Sequence[FieldKind], values: tuple[object, ...]) -> int | None:

@@ -26,7 +26,7 @@ from typing import Any
 from fastavro import schemaless_reader
 from fastavro.read import SchemaResolutionError
 
-from schemas.binary import unfit_field
+from schemas.binary import Unfit, unfit_field
 from schemas.errors import (
     CorruptMessage,
     InvalidRecord,
@@ -71,6 +71,14 @@ def encode(record: object) -> bytes:
     not valid UTF-8 (lone surrogates).
     """
     schema = _schema_of(record)
+    try:
+        return schema.write(record)
+    except (Unfit, TypeError, ValueError, OverflowError, AttributeError):
+        pass  # the checked path below names the field that does not fit
+    return _encode_checked(schema, record)
+
+
+def _encode_checked(schema: RecordSchema, record: object) -> bytes:
     values = schema.values(record)
     for i in schema.long_indices:
         value = values[i]

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from schemas.binary import body_writer
+from schemas.binary import body_writer, record_writer
 from schemas.errors import SchemaMismatch
 from schemas.files import (
     AVRO_DIR,
@@ -62,6 +62,9 @@ class RecordSchema:
     """Return the field values of an instance, in field order (no copying of tuples)."""
     write_body: Callable[[tuple[object, ...]], bytes]
     """The Avro body of those values (:mod:`schemas.binary`)."""
+    write: Callable[[object], bytes]
+    """The whole message of an instance, unchecked values refused with
+    :class:`~schemas.binary.Unfit` (:func:`schemas.binary.record_writer`)."""
     long_indices: tuple[int, ...]
     """Positions of the ``long`` fields in :attr:`field_names`."""
     tuple_indices: tuple[int, ...]
@@ -233,6 +236,7 @@ def _load_record(record_cls: type[Record], path: Path, released_dir: Path) -> Re
         field_kinds=tuple(k for _, k in kinds),
         values=_values_getter(names),
         write_body=body_writer(tuple(k for _, k in kinds)),
+        write=record_writer(MAGIC + fp, names, tuple(k for _, k in kinds)),
         long_indices=tuple(i for i, (_, k) in enumerate(kinds) if k in ("long", "optional_long")),
         tuple_indices=tuple(i for i, (_, k) in enumerate(kinds) if k == "string_array"),
         tuple_fields=tuple(n for n, k in kinds if k == "string_array"),

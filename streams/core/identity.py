@@ -253,6 +253,15 @@ def _field_kind(name: str, source_time: str, case_sensitive: tuple[str, ...]) ->
     return fields.field_kind(name, source_time, case_sensitive)
 
 
+_CACHED_INTERVAL_CHARS = 16
+
+
+@lru_cache(maxsize=1024)
+def _interval_ms(text: str) -> int:
+    # A workflow's deliveries carry the same few interval strings ("1m", "60", "1D").
+    return parse_interval(text)
+
+
 @lru_cache(maxsize=16384)
 def _q(component: str) -> str:
     # Environments, sources, instruments and intervals repeat across deliveries.
@@ -374,6 +383,8 @@ class _Reader:
             self.note_missing(INTERVAL_FIELD, FieldRole.SOURCE_TIME)
             return None
         try:
+            if isinstance(raw, str) and len(raw) <= _CACHED_INTERVAL_CHARS:
+                return _interval_ms(raw)
             return parse_interval(raw)
         except InvalidValue as exc:
             self.note_invalid(INTERVAL_FIELD, FieldRole.SOURCE_TIME, str(exc))

@@ -9,8 +9,7 @@ the application's pure core; everything that moves bytes is the engine.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Generic, Protocol, TypeVar
+from typing import Generic, NamedTuple, Protocol, TypeVar
 
 
 class InputError(Exception):
@@ -22,9 +21,9 @@ C = TypeVar("C")
 E = TypeVar("E")
 
 
-@dataclass(frozen=True)
-class Route:
-    """Where an event is produced: a full topic name and a message key."""
+class Route(NamedTuple):
+    """Where an event is produced: a full topic name and a message key (a named tuple: one is
+    built per event produced)."""
 
     topic: str
     key: str
