@@ -27,6 +27,7 @@ from fastavro import schemaless_reader
 from fastavro.read import SchemaResolutionError
 
 from schemas.binary import Unfit, unfit_field
+from schemas.binary_reader import Unread
 from schemas.errors import (
     CorruptMessage,
     InvalidRecord,
@@ -131,6 +132,16 @@ def decode(data: bytes) -> Record:
     ``tests/unit/test_schema_compat.py`` exists to catch).
     """
     writer = _writer_of(data)
+    if writer.read is not None:
+        try:
+            fast: Record = writer.read(data)
+            return fast
+        except (Unread, IndexError, ValueError, TypeError, AttributeError):
+            pass  # fastavro reads it, or says what is wrong with it
+    return _decode_resolved(writer, data)
+
+
+def _decode_resolved(writer: WriterSchema, data: bytes) -> Record:
     stream = BytesIO(data)
     stream.seek(HEADER_LENGTH)
     try:

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from schemas.binary import body_writer, record_writer
+from schemas.binary_reader import record_reader
 from schemas.errors import SchemaMismatch
 from schemas.files import (
     AVRO_DIR,
@@ -110,6 +111,10 @@ class WriterSchema:
     (non-interned) key strings would cost about as much again as the constructor itself.
     """
 
+    read: Callable[[bytes], Any] | None
+    """The fast reader of a whole message (:func:`schemas.binary_reader.record_reader`) when
+    this is the current schema, else ``None`` (an older version is resolved by fastavro)."""
+
     @property
     def label(self) -> str:
         """Human-readable version label such as ``RunAdmitted v2``."""
@@ -188,6 +193,7 @@ class Registry:
             if record.version is None:
                 entries.append((None, record.fingerprint, record.parsed))
             arguments = _items_getter(record.field_names)
+            read = record_reader(record_cls, HEADER_LENGTH, record.field_kinds)
             for version, fp, parsed in entries:
                 if owner.get(fp, name) != name:
                     raise SchemaMismatch(
@@ -205,6 +211,7 @@ class Registry:
                     reader=None if is_current else record.parsed,
                     tuple_fields=record.tuple_fields,
                     arguments=arguments,
+                    read=read if is_current else None,
                 )
         return cls(records, writers)
 
