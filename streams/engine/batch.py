@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from confluent_kafka import KafkaError, Message
 
@@ -21,9 +21,11 @@ from streams.errors import FatalKafkaError
 log = logging.getLogger("sluicegate.processor")
 
 
-@dataclass(frozen=True)
-class Input:
-    """A consumed record; ``record`` is ``None`` when it could not be read (``problem``)."""
+class Input(NamedTuple):
+    """A consumed record; ``record`` is ``None`` when it could not be read (``problem``).
+
+    A named tuple: one is built per consumed record, at about a third of a frozen
+    dataclass's cost."""
 
     message: Message
     topic: str
