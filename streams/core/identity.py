@@ -247,6 +247,21 @@ def differing_fields(original: ContentView, other: ContentView) -> tuple[str, ..
     return tuple(names)
 
 
+_KINDS: dict[int, tuple[WorkflowRevised, dict[str, Kind]]] = {}
+_KINDS_KEPT = 256
+
+
+def _kinds_of(workflow: WorkflowRevised) -> dict[str, Kind]:
+    """The kinds of the fields read so far under ``workflow`` (the same revision object is
+    read for every delivery to its destination), filled as fields are read."""
+    entry = _KINDS.get(id(workflow))
+    if entry is None or entry[0] is not workflow:  # the entry keeps its workflow alive
+        if len(_KINDS) >= _KINDS_KEPT:
+            _KINDS.clear()
+        entry = _KINDS[id(workflow)] = (workflow, {})
+    return entry[1]
+
+
 @lru_cache(maxsize=4096)
 def _field_kind(name: str, source_time: str, case_sensitive: tuple[str, ...]) -> fields.Kind:
     # The same few fields of the same few workflows are read for every delivery.
@@ -293,6 +308,7 @@ class _Reader:
         self.cloudevents = workflow.identity_envelope == CLOUDEVENTS
         data = payload.get("data") if self.cloudevents else None
         self._data: Mapping[str, object] = data if isinstance(data, dict) else {}
+        self._kinds = _kinds_of(workflow)
         self.problems: list[FieldProblem] = []
         self._noted: set[str] = set()
 
@@ -320,16 +336,7 @@ class _Reader:
         structured: bool = False,
     ) -> str | None:
         """Canonical value of ``name``; ``None`` (and a noted problem) when unusable."""
-        workflow = self.workflow
-        source_time = workflow.validity_source_time
-        kind_name = name
-        if self.cloudevents:
-            kind_name, source_time = member_name(name), member_name(source_time)
-        kind = (
-            Kind.TEXT
-            if opaque
-            else _field_kind(kind_name, source_time, workflow.identity_case_sensitive_fields)
-        )
+        kind = Kind.TEXT if opaque else self._kinds.get(name) or self._kind_of(name)
         try:
             return canonical(
                 self._get(name),
@@ -344,6 +351,16 @@ class _Reader:
             elif required:
                 self.note_missing(name, role)
             return None
+
+    def _kind_of(self, name: str) -> Kind:
+        workflow = self.workflow
+        source_time = workflow.validity_source_time
+        kind_name = name
+        if self.cloudevents:
+            kind_name, source_time = member_name(name), member_name(source_time)
+        kind = _field_kind(kind_name, source_time, workflow.identity_case_sensitive_fields)
+        self._kinds[name] = kind
+        return kind
 
     def _get(self, name: str) -> object:
         if self.cloudevents and name.startswith(DATA_PREFIX):
