@@ -4,7 +4,8 @@ Most messages a process reads were written with the current schema of their type
 :func:`record_reader` builds a function that reads the body straight from the bytes, field by
 field in schema order (the five field kinds of :mod:`schemas.binary`), and calls the record
 class with the values: no stream object, no intermediate dict, no schema walk. For the
-admission benchmark's records it takes 55 to 65% of the time of fastavro's reader.
+admission benchmark's records it takes 45 to 65% of the time of fastavro's reader
+(``AdmitDelivery`` 3.98 against 8.53 us, ``BranchLaunched`` 5.5 against 8.6 us).
 
 It is strict rather than complete: it refuses (:class:`Unread`, or the ``IndexError`` and
 ``UnicodeDecodeError`` that truncated or invalid bytes raise) anything it is not certain to

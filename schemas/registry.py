@@ -64,7 +64,7 @@ class RecordSchema:
     write_body: Callable[[tuple[object, ...]], bytes]
     """The Avro body of those values (:mod:`schemas.binary`)."""
     write: Callable[[object], bytes]
-    """The whole message of an instance, unchecked values refused with
+    """The whole message of an instance; a value that does not fit raises
     :class:`~schemas.binary.Unfit` (:func:`schemas.binary.record_writer`)."""
     long_indices: tuple[int, ...]
     """Positions of the ``long`` fields in :attr:`field_names`."""
