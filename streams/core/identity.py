@@ -262,12 +262,6 @@ def _kinds_of(workflow: WorkflowRevised) -> dict[str, Kind]:
     return entry[1]
 
 
-@lru_cache(maxsize=4096)
-def _field_kind(name: str, source_time: str, case_sensitive: tuple[str, ...]) -> fields.Kind:
-    # The same few fields of the same few workflows are read for every delivery.
-    return fields.field_kind(name, source_time, case_sensitive)
-
-
 _CACHED_INTERVAL_CHARS = 16
 
 
@@ -358,7 +352,7 @@ class _Reader:
         kind_name = name
         if self.cloudevents:
             kind_name, source_time = member_name(name), member_name(source_time)
-        kind = _field_kind(kind_name, source_time, workflow.identity_case_sensitive_fields)
+        kind = fields.field_kind(kind_name, source_time, workflow.identity_case_sensitive_fields)
         self._kinds[name] = kind
         return kind
 
