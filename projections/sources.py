@@ -25,10 +25,13 @@ from projections.errors import ProjectionError, TopicRecreated
 from projections.store import Offsets
 from schemas.topics import projected
 from streams.kafka.clients import admin_client, read_committed_consumer
+from streams.kafka.offsets import RETRY_PAUSE_S, transient
 from streams.settings import Settings
 
 log = logging.getLogger("sluicegate.projector")
 
+LEADERS_WAIT_S = 30.0
+"""How long a partition without a known leader is asked again before the projector gives up."""
 _EARLIEST = OffsetSpec.earliest()  # type: ignore[no-untyped-call]
 _LATEST = OffsetSpec.latest()  # type: ignore[no-untyped-call]
 
@@ -120,26 +123,48 @@ class Sources:
         return found
 
     def list_offsets(self, partitions: set[tuple[str, int]], spec: OffsetSpec) -> Offsets:
+        """The offsets ``spec`` names (read_committed) of ``partitions``.
+
+        A partition whose leader is not known yet (a topic created a moment ago, a leader
+        moving) is asked again until :data:`LEADERS_WAIT_S` has passed; any other error, or
+        that one past the wait, is a :class:`ProjectionError`."""
         # Asked of a separate admin client: the assigned consumer's connection is busy with
         # long-polling fetches, behind which such requests would wait up to half a second.
-        if not partitions:
-            return {}
-        request = {
-            TopicPartition(self.settings.topic_named(short), partition): spec
-            for short, partition in partitions
-        }
-        try:
-            futures = self._admin().list_offsets(
-                request, isolation_level=IsolationLevel.READ_COMMITTED, request_timeout=15
-            )
-            return {
-                (self._full[tp.topic], tp.partition): int(future.result().offset)
-                for tp, future in futures.items()
+        found: Offsets = {}
+        pending = set(partitions)
+        deadline = time.monotonic() + LEADERS_WAIT_S
+        while pending:
+            request = {
+                TopicPartition(self.settings.topic_named(short), partition): spec
+                for short, partition in pending
             }
-        except KafkaException as e:
-            raise ProjectionError(
-                f"cannot read offsets from Kafka at {self.settings.kafka}: {e.args[0].str()}"
-            ) from e
+            waiting: KafkaException | None = None
+            try:
+                futures = self._admin().list_offsets(
+                    request, isolation_level=IsolationLevel.READ_COMMITTED, request_timeout=15
+                )
+                for tp, future in futures.items():
+                    try:
+                        found[(self._full[tp.topic], tp.partition)] = int(future.result().offset)
+                    except KafkaException as e:
+                        if not transient(e.args[0]):
+                            raise
+                        waiting = e
+            except KafkaException as e:
+                raise ProjectionError(
+                    f"cannot read offsets from Kafka at {self.settings.kafka}: {e.args[0].str()}"
+                ) from e
+            pending -= found.keys()
+            if not pending:
+                return found
+            if waiting is None or time.monotonic() + RETRY_PAUSE_S > deadline:
+                why = "no answer" if waiting is None else waiting.args[0].str()
+                raise ProjectionError(
+                    f"cannot read offsets from Kafka at {self.settings.kafka}: {why} for "
+                    f"{len(pending)} partitions (after {LEADERS_WAIT_S:.0f} s at most)"
+                ) from waiting
+            time.sleep(RETRY_PAUSE_S)
+        return found
 
     def end_offsets(self) -> Offsets:
         """The current read_committed end (last stable offset) of every source partition."""
