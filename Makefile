@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 PYTEST_ARGS ?=
 
-.PHONY: run test up down reset install lint typecheck unit integration drills bench clean
+.PHONY: run test up down reset install interpreted lint typecheck unit integration drills bench clean
 
 $(BIN)/.installed: pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -13,7 +13,19 @@ $(BIN)/.installed: pyproject.toml
 	$(BIN)/pip install -q -e '.[dev,faust]'
 	@touch $@
 
-install: $(BIN)/.installed
+# The admission core compiled with mypyc (sluicegate/native.py says which modules and why);
+# rebuilt when one of its sources changes, interpreted where no C compiler is installed.
+CORE_SOURCES := $(wildcard streams/core/*.py streams/core/admission/*.py)
+$(BIN)/.compiled: $(BIN)/.installed $(CORE_SOURCES) sluicegate/native.py scripts/compile_core.py
+	$(BIN)/python scripts/compile_core.py
+	@touch $@
+
+install: $(BIN)/.installed $(BIN)/.compiled
+
+# Remove the compiled core (for a debugger, or to compare); `make install` builds it again.
+interpreted:
+	@test ! -x $(BIN)/python || $(BIN)/python scripts/compile_core.py --clean
+	rm -f $(BIN)/.compiled
 
 up: install
 	@bash scripts/kafka/kafka.sh up
@@ -47,7 +59,12 @@ integration: up
 drills: up
 	$(BIN)/python -m pytest -q tests/drills $(PYTEST_ARGS)
 
+# The core's unit tests run twice: first against its Python source (as it runs where nothing
+# is compiled), then everything against the core as built.
+INTERPRETED_TESTS := tests/unit/test_core_*.py tests/unit/test_admission_*.py \
+	tests/unit/test_ingest_*.py tests/unit/test_native_core.py
 test: up lint typecheck
+	$(BIN)/python -m pytest -q -p no:cacheprovider -p tests.support.interpreted $(INTERPRETED_TESTS)
 	$(BIN)/python -m pytest -q -p no:cacheprovider --durations=20 tests $(PYTEST_ARGS)
 
 # Not part of `make test`: about 26 minutes on 2 cores; writes docs/benchmarks.md and .png.
@@ -58,5 +75,5 @@ $(BIN)/.bench-installed: pyproject.toml $(BIN)/.installed
 bench: up $(BIN)/.bench-installed
 	$(BIN)/python -m bench.run
 
-clean:
-	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache
+clean: interpreted
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache var/build

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from consumers.errors import ConsumersError
 from projections.errors import ProjectionError
 from schemas.errors import SchemaError
+from sluicegate import native
 from sluicegate.commands import (
     gate,
     gateway,
@@ -88,6 +89,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return 2
     try:
+        native.check()  # never decide with a compiled core that does not match its source
         return int(func(args))
     except KeyboardInterrupt:
         return 130

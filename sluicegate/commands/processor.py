@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import logging
 
-from sluicegate import bootstrap
+from sluicegate import bootstrap, native
 from sluicegate.commands import engine
 from streams.settings import load_settings
 
@@ -20,6 +20,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 def cmd_processor(args: argparse.Namespace) -> int:
     settings = load_settings()
     engine.log_to_stderr()
+    logging.getLogger("sluicegate.processor").info("admission core: %s", native.mode())
     running = bootstrap.admission_processor(
         settings,
         instance_id=engine.instance_id(
