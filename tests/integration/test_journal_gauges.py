@@ -20,21 +20,17 @@ from schemas.events import ActionHeld
 from schemas.topics import JOURNAL
 from streams.core.journal import JournalEvent, SendRequest
 from streams.kafka.clients import idempotent_producer
-from streams.kafka.topics import ensure_topics
 from streams.settings import Settings
-from tests.support.history import cleanup
+from tests.support.history import fresh_topics
 from tests.support.journal import E_CLIENT, ENTRY_ID, RUN, SECOND, World, dispatch
-from tests.support.kafka import unique_settings
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 
 
 @pytest.fixture
 def settings() -> Iterator[Settings]:
-    s = unique_settings(partitions=1)
-    ensure_topics(s)
-    yield s
-    cleanup(s)
+    with fresh_topics(partitions=1) as s:
+        yield s
 
 
 def _project(settings: Settings, events: Sequence[JournalEvent]) -> dict[str, int]:

@@ -21,20 +21,16 @@ from projections.projector import Projector
 from projections.rebuild import drop_schema, rebuild
 from schemas.codec import encode
 from schemas.events import DeliveryDeduplicated, RunStatusChanged
-from streams.kafka.topics import ensure_topics
 from streams.settings import Settings
-from tests.support.history import cleanup
-from tests.support.kafka import unique_settings
+from tests.support.history import fresh_topics
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 
 
 @pytest.fixture
 def settings() -> Iterator[Settings]:
-    s = unique_settings(partitions=1)
-    ensure_topics(s)
-    yield s
-    cleanup(s)
+    with fresh_topics(partitions=1) as s:
+        yield s
 
 
 def _produce(settings: Settings, records: list[tuple[bytes, object]]) -> None:

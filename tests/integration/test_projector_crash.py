@@ -31,15 +31,13 @@ from projections.errors import ProjectionError
 from projections.projector import Projector
 from projections.rebuild import compare_schemas, stored_offsets
 from projections.store import Offsets
-from streams.kafka.topics import ensure_topics
 from streams.settings import Settings
 from tests.support.history import (
     build_history,
-    cleanup,
+    fresh_topics,
     produce_history,
     terminate_projector_backends,
 )
-from tests.support.kafka import unique_settings
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
 
@@ -48,10 +46,8 @@ SLUICEGATE = str(Path(sys.executable).parent / "sluicegate")
 
 @pytest.fixture
 def settings() -> Iterator[Settings]:
-    s = unique_settings(partitions=6)
-    ensure_topics(s)
-    yield s
-    cleanup(s)
+    with fresh_topics(partitions=6) as s:
+        yield s
 
 
 def _stored(settings: Settings, schema: str) -> Offsets:

@@ -23,10 +23,8 @@ from projections.model import TABLES
 from projections.projector import Projector
 from projections.sources import source_topics
 from streams.adapters.replay import read_topics
-from streams.kafka.topics import ensure_topics
 from streams.settings import Settings
-from tests.support.history import build_history, cleanup, produce_history, table_rows
-from tests.support.kafka import unique_settings
+from tests.support.history import build_history, fresh_topics, produce_history, table_rows
 from tests.support.memory_projection import MemoryProjection
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
@@ -34,10 +32,8 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 
 @pytest.fixture
 def settings() -> Iterator[Settings]:
-    s = unique_settings(partitions=6)
-    ensure_topics(s)
-    yield s
-    cleanup(s)
+    with fresh_topics(partitions=6) as s:
+        yield s
 
 
 def model_of_topics(settings: Settings) -> MemoryProjection:

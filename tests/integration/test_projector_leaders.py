@@ -21,21 +21,17 @@ from projections import sources
 from projections.errors import ProjectionError
 from projections.projector import Projector
 from streams.kafka.clients import admin_client
-from streams.kafka.topics import ensure_topics
 from streams.settings import Settings
 from tests.support.faults import Faulty, kafka_error
-from tests.support.history import build_history, cleanup, produce_history
-from tests.support.kafka import unique_settings
+from tests.support.history import build_history, fresh_topics, produce_history
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 
 
 @pytest.fixture
 def settings() -> Iterator[Settings]:
-    s = unique_settings(partitions=6)
-    ensure_topics(s)
-    yield s
-    cleanup(s)
+    with fresh_topics(partitions=6) as s:
+        yield s
 
 
 def leaderless(code: int) -> Callable[..., dict[Any, Future[Any]]]:

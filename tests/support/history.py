@@ -74,10 +74,12 @@ from streams.core.durations import format_time
 from streams.core.lifecycle import BRANCH
 from streams.core.workflow import parse_workflow_file, revise, workflow_key
 from streams.kafka.clients import admin_client, transactional_producer
+from streams.kafka.topics import ensure_topics
 from streams.settings import Settings
 from tests.support.admission import delivery_for
 from tests.support.core import Processor, contract_document
 from tests.support.gate import Gate
+from tests.support.kafka import unique_settings
 
 BASE_MS = 1_780_000_000_000
 SUBSCRIPTIONS = (("btc-breakout", "paper"), ("eth-revert", "live"))
@@ -476,6 +478,17 @@ def cleanup(settings: Settings) -> None:
         for future in admin.delete_topics(topics, operation_timeout=30).values():
             with contextlib.suppress(Exception):
                 future.result()
+
+
+@contextlib.contextmanager
+def fresh_topics(partitions: int) -> Iterator[Settings]:
+    """Every catalogue topic created under a unique prefix; afterwards :func:`cleanup`."""
+    settings = unique_settings(partitions=partitions)
+    ensure_topics(settings)
+    try:
+        yield settings
+    finally:
+        cleanup(settings)
 
 
 def table_rows(conn: Any, schema: str, table: str, key: Sequence[str]) -> list[dict[str, Any]]:
