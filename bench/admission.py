@@ -67,6 +67,7 @@ from schemas.events import (
     RunAdmitted,
 )
 from schemas.topics import DELIVERIES, RUNS, TASKS, TOPICS, WORKFLOWS
+from sluicegate import native
 
 OUTCOMES = (RunAdmitted, DeliveryDeduplicated, OccurrenceConflict, DeliveryRejected)
 
@@ -315,7 +316,9 @@ def profile_note(backlog: Backlog, partitions: int, timeout_s: float) -> str:
     return (
         f"{PROFILE_NOTE}: py-spy (100 Hz) on the processor during an extra run of "
         f"{n:,} deliveries ({n / seconds:,.0f}/s while sampled; not among the timed runs), top "
-        f"frames by share of samples:\n{top_frames(raw[0] if raw else '', root=str(ROOT))}"
+        "frames by share of samples (a compiled core's functions have no Python frame: their "
+        "time is the self time of the app method that calls them, AdmissionApp.decide and "
+        f".evolve):\n{top_frames(raw[0] if raw else '', root=str(ROOT))}"
     )
 
 
@@ -340,6 +343,10 @@ def measure(
     )
     print(f"admission: {total:,} deliveries, {backlog.occurrences:,} occurrences", flush=True)
     results = results or Results()
+    results.notes.append(
+        f"The processors ran the admission core {native.mode()} (make install compiles it with "
+        "mypyc; README, 'The compiled core')."
+    )
     before = {name: len(rates) for name, rates in results.rates.items()}
     later = bool(results.rates)
 
