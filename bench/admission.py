@@ -44,7 +44,16 @@ from pathlib import Path
 import psycopg
 
 from bench import limit, pg_admission
-from bench.admission_section import DBOS, LIMIT, PG_BATCH, PG_EACH, SLUICEGATE_1, Results, section
+from bench.admission_section import (
+    DBOS,
+    INTERPRETED,
+    LIMIT,
+    PG_BATCH,
+    PG_EACH,
+    SLUICEGATE_1,
+    Results,
+    section,
+)
 from bench.backlog import (
     ROOT,
     Backlog,
@@ -80,13 +89,19 @@ class CountsWrong(AssertionError):
 
 
 def sluicegate(
-    backlog: Backlog, instances: int, partitions: int, timeout_s: float
+    backlog: Backlog,
+    instances: int,
+    partitions: int,
+    timeout_s: float,
+    *,
+    interpreted: bool = False,
 ) -> tuple[float, Stage]:
     """Seconds from starting ``instances`` processors to the last outcome visible, and the
-    stage to check and close (closed here if the run fails)."""
+    stage to check and close (closed here if the run fails). ``interpreted``: the processors
+    import the admission core from its Python source (``bench.interpreted``)."""
     stage = Stage(partitions)
     try:
-        return _timed(stage, backlog, instances, timeout_s), stage
+        return _timed(stage, backlog, instances, timeout_s, interpreted=interpreted), stage
     except BaseException:
         stage.close()
         raise
@@ -98,6 +113,8 @@ def _timed(
     instances: int,
     timeout_s: float,
     profiled: list[str] | None = None,
+    *,
+    interpreted: bool = False,
 ) -> float:
     """``profiled``: a py-spy profile of the first instance is appended to it (raw stacks)."""
     stage.produce(backlog)
@@ -107,7 +124,12 @@ def _timed(
         started = time.monotonic()
         for i in range(instances):
             children.append(
-                start_child(stage, f"processor-{i}", ["processor", "--instance-id", f"bench-{i}"])
+                start_child(
+                    stage,
+                    f"processor-{i}",
+                    ["processor", "--instance-id", f"bench-{i}"],
+                    module="bench.interpreted" if interpreted else "sluicegate.cli",
+                )
             )
         profiler = Profiler(children[0].pid) if profiled is not None else None
         try:
@@ -372,6 +394,17 @@ def measure(
                 return seconds
 
             attempt(results, name, total, one)
+        if "interpreted" not in skip and native.mode() == "compiled" and wanted(INTERPRETED):
+
+            def plain() -> float:
+                seconds, stage = sluicegate(backlog, 1, partitions, timeout_s, interpreted=True)
+                try:
+                    check_sluicegate(stage, backlog)
+                finally:
+                    stage.close()
+                return seconds
+
+            attempt(results, INTERPRETED, total, plain)
         if "limit" not in skip and results.profile and wanted(LIMIT):
             attempt(
                 results,

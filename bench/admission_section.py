@@ -14,6 +14,7 @@ from bench.results import Cell, Section, Series, Spread, Table, Target, spread
 
 SLUICEGATE_1 = "Sluicegate, 1 instance"
 SLUICEGATE_2 = "Sluicegate, 2 instances"
+INTERPRETED = "Sluicegate, 1 instance, core not compiled"
 LIMIT = "limit: bare transactional consume-produce"
 PG_EACH = "Postgres ON CONFLICT, 1 txn per delivery, 4 connections"
 PG_BATCH = "Postgres ON CONFLICT, 1,000 per txn"
@@ -21,6 +22,7 @@ DBOS = "DBOS Transact, 1 workflow per delivery"
 SHORT = {
     SLUICEGATE_1: "Sluicegate x1",
     SLUICEGATE_2: "Sluicegate x2",
+    INTERPRETED: "x1 not compiled",
     LIMIT: "limit",
     PG_EACH: "PG per delivery",
     PG_BATCH: "PG batched",
@@ -67,7 +69,7 @@ def _target(name: str, wanted: str, mine: float | None, bar: float | None, facto
 def section(results: Results, scale: dict[str, int | float]) -> Section:
     one = results.median(SLUICEGATE_1)
     rows: list[list[Cell]] = []
-    order = [SLUICEGATE_1, SLUICEGATE_2, LIMIT, PG_EACH, PG_BATCH, DBOS]
+    order = [SLUICEGATE_1, SLUICEGATE_2, INTERPRETED, LIMIT, PG_EACH, PG_BATCH, DBOS]
     for name in order + sorted(set(results.rates) - set(order)):
         values = results.rates.get(name, [])
         failed = len(results.failures.get(name, []))
@@ -133,6 +135,12 @@ def section(results: Results, scale: dict[str, int | float]) -> Section:
         "one run per occurrence, one launch per run and slot (Postgres and DBOS: rows in their "
         "tables; the limit: the records it was to write, per output topic).",
     ]
+    if INTERPRETED in results.rates:
+        notes.append(
+            f"{INTERPRETED}: the same `sluicegate processor`, importing the admission core from "
+            "its Python source instead of the compiled modules (`python -m bench.interpreted`), "
+            "in each run beside the others: what compiling the core buys on this machine."
+        )
     for name, reasons in results.failures.items():
         notes.append(
             f"{name}: {len(reasons)} run(s) failed and are left out of its figure: {reasons[0]}"

@@ -299,15 +299,21 @@ def read_all(
 
 
 def start_child(
-    stage: Stage, name: str, args: list[str], env: Mapping[str, str] | None = None
+    stage: Stage,
+    name: str,
+    args: list[str],
+    env: Mapping[str, str] | None = None,
+    *,
+    module: str = "sluicegate.cli",
 ) -> subprocess.Popen[bytes]:
-    """``sluicegate <args>`` as a child process run from the repository, with the stage's
-    environment (or ``env``), its output in ``var/bench-logs/<prefix><name>.log``."""
+    """``sluicegate <args>`` (``python -m <module> <args>``) as a child process run from the
+    repository, with the stage's environment (or ``env``), its output in
+    ``var/bench-logs/<prefix><name>.log``."""
     logs = ROOT / "var" / "bench-logs"
     logs.mkdir(parents=True, exist_ok=True)
     with (logs / f"{stage.prefix}{name}.log").open("wb") as log:
         return subprocess.Popen(
-            [sys.executable, "-m", "sluicegate.cli", *args],
+            [sys.executable, "-m", module, *args],
             cwd=ROOT,
             env=dict(env) if env is not None else {**os.environ, **stage.env()},
             stdout=log,

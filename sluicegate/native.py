@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import sys
 import sysconfig
 from pathlib import Path
 
@@ -112,11 +113,19 @@ def stale(root: Path | None = None) -> list[str]:
 
 def mode(root: Path | None = None) -> str:
     """``compiled`` (every module in :data:`COMPILED`), ``interpreted`` (none) or
-    ``partly compiled``; judged by the files present, for logs and benchmark notes."""
-    present = sum(1 for m in COMPILED if compiled_path(m, root).exists())
+    ``partly compiled``, for logs and benchmark notes: judged by the form a module was
+    imported in, and by the files present for those not imported yet."""
+    present = sum(1 for m in COMPILED if _compiled(m, root))
     if present == len(COMPILED):
         return "compiled"
     return "interpreted" if present == 0 else "partly compiled"
+
+
+def _compiled(module: str, root: Path | None) -> bool:
+    loaded = sys.modules.get(module)
+    if loaded is not None and root is None:
+        return (getattr(loaded, "__file__", None) or "").endswith(EXTENSION_SUFFIX)
+    return compiled_path(module, root).exists()
 
 
 def check(root: Path | None = None) -> None:
