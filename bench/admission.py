@@ -11,7 +11,9 @@ contender of every run reads those same records. Per run, each on fresh topics o
    (so it includes their start-up and group join) and stops when a read_committed consumer
    has seen the last delivery's outcome. Then the topics are read back and the counts checked
    (one outcome per delivery, one ``RunAdmitted`` per occurrence, one ``BranchLaunched`` per
-   run and slot); the first run also measures what admission wrote per delivery.
+   run and slot); the first run also measures what admission wrote per delivery. Where the
+   core is compiled, one instance runs it from its Python source too (:mod:`bench.interpreted`),
+   timed and checked the same way.
 2. The limit (:mod:`bench.limit`), writing per input what admission wrote per delivery.
 3. Postgres ``INSERT ... ON CONFLICT DO NOTHING`` (:mod:`bench.pg_admission`): one
    transaction per delivery from 4 connections, and 1,000 per transaction.
@@ -23,7 +25,7 @@ one instance under py-spy (if installed; ``BENCH_PROFILE=0`` skips it) gives the
 what limits it; ``--profile-only`` does just that run and adds its note to ``--out``.
 
 Other knobs: ``BENCH_PARTITIONS`` (default 6), ``BENCH_TIMEOUT_S`` per contender (600),
-``BENCH_SKIP`` (comma-separated contender keys: ``limit,pg,dbos``) for a quick look.
+``BENCH_SKIP`` (comma-separated contender keys: ``interpreted,limit,pg,dbos``) for a quick look.
 A contender whose counts are wrong is a failed run: its figure is left out and a note says so.
 """
 
