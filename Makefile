@@ -13,19 +13,15 @@ $(BIN)/.installed: pyproject.toml
 	$(BIN)/pip install -q -e '.[dev,faust]'
 	@touch $@
 
-# The admission core compiled with mypyc (sluicegate/native.py says which modules and why);
-# rebuilt when one of its sources changes, interpreted where no C compiler is installed.
-CORE_SOURCES := $(wildcard streams/core/*.py streams/core/admission/*.py)
-$(BIN)/.compiled: $(BIN)/.installed $(CORE_SOURCES) sluicegate/native.py scripts/compile_core.py
-	$(BIN)/python scripts/compile_core.py
-	@touch $@
-
-install: $(BIN)/.installed $(BIN)/.compiled
+# The admission core compiled with mypyc (sluicegate/native.py says which modules and why):
+# the script rebuilds it when a source changed and does nothing otherwise; where no C compiler
+# is installed the core runs interpreted.
+install: $(BIN)/.installed
+	@$(BIN)/python scripts/compile_core.py
 
 # Remove the compiled core (for a debugger, or to compare); `make install` builds it again.
 interpreted:
 	@test ! -x $(BIN)/python || $(BIN)/python scripts/compile_core.py --clean
-	rm -f $(BIN)/.compiled
 
 up: install
 	@bash scripts/kafka/kafka.sh up

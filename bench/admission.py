@@ -380,13 +380,19 @@ def measure(
     for run in range(runs):
         print(f"admission run {run + 1} of {runs}", flush=True)
         results.notes.append(("A later pass: " if later else "") + load_note(run))
-        for n in instances:
-            name = SLUICEGATE_1 if n == 1 else f"Sluicegate, {n} instances"
+        contenders = [
+            (SLUICEGATE_1 if n == 1 else f"Sluicegate, {n} instances", n, False) for n in instances
+        ]
+        if "interpreted" not in skip and native.mode() == "compiled":
+            contenders.append((INTERPRETED, 1, True))
+        for name, n, interpreted in contenders:
             if not wanted(name):
                 continue
 
-            def one(n: int = n) -> float:
-                seconds, stage = sluicegate(backlog, n, partitions, timeout_s)
+            def one(n: int = n, interpreted: bool = interpreted) -> float:
+                seconds, stage = sluicegate(
+                    backlog, n, partitions, timeout_s, interpreted=interpreted
+                )
                 try:
                     check_sluicegate(stage, backlog)
                     if not results.profile:
@@ -396,17 +402,6 @@ def measure(
                 return seconds
 
             attempt(results, name, total, one)
-        if "interpreted" not in skip and native.mode() == "compiled" and wanted(INTERPRETED):
-
-            def plain() -> float:
-                seconds, stage = sluicegate(backlog, 1, partitions, timeout_s, interpreted=True)
-                try:
-                    check_sluicegate(stage, backlog)
-                finally:
-                    stage.close()
-                return seconds
-
-            attempt(results, INTERPRETED, total, plain)
         if "limit" not in skip and results.profile and wanted(LIMIT):
             attempt(
                 results,

@@ -29,9 +29,4 @@ class SourceFirst(MetaPathFinder):
         return importlib.util.spec_from_file_location(fullname, native.source_path(fullname))
 
 
-def active() -> bool:
-    return any(isinstance(finder, SourceFirst) for finder in sys.meta_path)
-
-
-if not active():
-    sys.meta_path.insert(0, SourceFirst())
+sys.meta_path.insert(0, SourceFirst())  # once: a module is imported once per process
