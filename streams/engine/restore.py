@@ -68,7 +68,10 @@ RESTORE_MARGIN_S = 30.0
 """Waited beyond the transaction timeout for open transactions to be resolved."""
 
 TRIM_AFTER = 100_000
-"""A restore of at least this many records returns its freed memory to the system."""
+"""A restore of at least this many records ends by flushing its memtables to SST files and
+returning its freed memory to the system, so that what a processor holds after its
+assignment is the same however large its state and wherever RocksDB's last automatic flush
+fell (up to the whole write-buffer budget, 64 MiB, was left in memtables before)."""
 RESTORE_BATCH = 10_000
 """Changelog records consumed, and written to RocksDB as one write batch, at a time."""
 READER_TUNING: dict[str, object] = {
@@ -362,6 +365,7 @@ class Restorer:
                 gc.enable()
             self._reader.unassign()
         if restored >= TRIM_AFTER:
+            store.flush()  # see TRIM_AFTER
             release_freed_memory()
         return restored
 

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 from confluent_kafka import Producer
 
+from streams.engine import restore
 from streams.engine.restore import READER_TUNING, RESTORE_BATCH, Restorer
 from tests.support.faults import Faulty
 from tests.support.kafka import create_topics, unique_settings
@@ -125,3 +126,34 @@ def test_a_restore_longer_than_the_bound_completes_while_it_progresses(tmp_path:
     print(f"\nrestored {restored} records in {elapsed:.1f} s with a bound of {bound_s} s")
     assert restored == 5000
     assert elapsed > 2 * bound_s
+
+
+def test_a_large_restore_leaves_its_memtables_flushed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What a large restore wrote is in SST files when it ends, not in memtables: the
+    memory a processor holds after its assignment does not depend on where RocksDB's last
+    automatic flush happened to fall (up to the whole write-buffer budget)."""
+    monkeypatch.setattr(restore, "TRIM_AFTER", 1000)
+    settings = unique_settings(partitions=1)
+    topic = settings.topic_named("changelog")
+    create_topics(settings, [(topic, 1, True)])
+    plain = Producer(settings.producer_config(**{"enable.idempotence": True, "linger.ms": 20}))
+    for n in range(4000):  # 4.8 MB: less than one memtable, never flushed on its own
+        plain.produce(topic, key=f"s/k{n}".encode(), value=b"v" * VALUE_BYTES, partition=0)
+    assert plain.flush(60) == 0
+
+    restorer = Restorer(settings, f"{settings.topic_prefix}restore", bound_s=120)
+    try:
+        store, restored = restorer.restore(
+            topic, 0, tmp_path / "p0", count=1, deadline=time.monotonic() + 120, owner="check"
+        )
+        try:
+            memory = store.memory()
+            held = sum(1 for _ in store.items(""))
+        finally:
+            store.close()
+    finally:
+        restorer.close()
+    assert restored == held == 4000
+    assert memory["memtables"] < 256 * 1024, memory
