@@ -49,6 +49,7 @@ from projections.sources import Sources, source_topics
 from projections.store import Offsets
 from schemas.codec import decode
 from schemas.errors import SchemaError
+from streams import collector
 from streams.settings import Settings
 
 log = logging.getLogger("sluicegate.projector")
@@ -156,6 +157,11 @@ class Projector:
         if self._writer.held is not None:
             raise ProjectionError("a projector that holds rows back only catches up (run_until)")
         self._start()
+        with collector.paused() as pause:
+            self._follow(pause)
+            self._settle()
+
+    def _follow(self, pause: collector.Pause) -> None:
         reported, last = time.monotonic(), 0
         while not self.stop.is_set():
             if time.monotonic() - self._sources.last_discovery > 10.0:
@@ -169,6 +175,7 @@ class Projector:
                     self._sources.last_discovery = time.monotonic()
                     self._sources.warning(str(e))
             self._step(None)
+            pause.tick()
             if time.monotonic() - reported >= 60.0:
                 done = self.stats.messages - last
                 log.info(
@@ -178,7 +185,6 @@ class Projector:
                     self.stats.parked,
                 )
                 reported, last = time.monotonic(), self.stats.messages
-        self._settle()
 
     def run_until(
         self, until: Mapping[tuple[str, int], int] | None = None, timeout_s: float | None = None
@@ -201,21 +207,24 @@ class Projector:
                 f"target offsets {beyond} lie beyond the ends of their partitions {ends}"
             )
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
-        while not self._reached(target, self._positions):
-            if self._pending is not None and self._reached(target, self._ahead):
-                self._settle()
-                continue
-            if self.stop.is_set():
-                self._settle()
-                raise ProjectionError("stopped before catching up")
-            if deadline is not None and time.monotonic() > deadline:
-                self._settle()
-                raise ProjectionError(
-                    f"projector did not reach {target} within {timeout_s} s (at {self._positions})"
-                )
-            self._step(target)
-        self._settle()  # nothing should be in flight here; if something is, it lands first
-        self._flush_held()
+        with collector.paused() as pause:
+            while not self._reached(target, self._positions):
+                if self._pending is not None and self._reached(target, self._ahead):
+                    self._settle()
+                    continue
+                if self.stop.is_set():
+                    self._settle()
+                    raise ProjectionError("stopped before catching up")
+                if deadline is not None and time.monotonic() > deadline:
+                    self._settle()
+                    raise ProjectionError(
+                        f"projector did not reach {target} within {timeout_s} s "
+                        f"(at {self._positions})"
+                    )
+                self._step(target)
+                pause.tick()
+            self._settle()  # nothing should be in flight here; if something is, it lands first
+            self._flush_held()
         return dict(self._positions)
 
     def end_offsets(self) -> Offsets:

@@ -38,7 +38,6 @@ the consumer at exactly the offsets of step 2.
 from __future__ import annotations
 
 import ctypes
-import gc
 import logging
 import time
 from collections.abc import Iterable, Sequence
@@ -54,6 +53,7 @@ from confluent_kafka import (
 )
 from confluent_kafka.admin import ConfigResource, ResourceType  # type: ignore[attr-defined]
 
+from streams import collector
 from streams.engine import checkpoint
 from streams.engine.checkpoint import CheckpointError
 from streams.engine.store import PARTITIONS_KEY, PartitionStore
@@ -318,55 +318,66 @@ class Restorer:
         position = low if start is None else start
         if high <= position:
             return 0
-        restored = 0
         self._reader.assign([TopicPartition(topic, partition, position)])
-        collecting = gc.isenabled()
-        # Each consumed message is a GC-tracked object: with the cyclic collector on, a
-        # million of them trigger collections that took a tenth of the restore (py-spy). The
-        # loop makes no cycles; reference counting frees every message as before.
-        gc.disable()
-        # Bounded is the wait for a transaction that holds the read back, not the size of the
-        # state: the limit moves on whenever the position does.
-        limit = max(deadline, time.monotonic() + self.bound_s)
         try:
-            while position < high:
-                now = time.monotonic()
-                if now > limit:
-                    raise StateRestoreError(
-                        f"{topic}[{partition}] did not get past offset {position} to its end "
-                        f"{high} for {self.bound_s:.0f} s: a transaction there is still "
-                        "open past the transaction timeout; check the broker"
-                    )
-                before = position
-                messages = self._reader.consume(RESTORE_BATCH, timeout=0.2)
-                if not messages:
-                    continue
-                batch = store.batch()
-                put, delete = batch.put, batch.delete
-                last = None
-                for msg in messages:
-                    if msg.error() is not None:
-                        position = max(position, self._end_of_partition(msg, topic, partition))
-                        continue
-                    value = msg.value()
-                    if value is None:
-                        delete(msg.key() or b"")
-                    else:
-                        put(msg.key() or b"", value)
-                    last = msg
-                if last is not None:
-                    position = max(position, (last.offset() or 0) + 1)
-                    restored += len(batch)
-                    store.write(batch)
-                if position > before:
-                    limit = max(limit, now + self.bound_s)
+            # Each consumed message is a GC-tracked object (streams/collector.py).
+            with collector.paused():
+                restored = self._read(
+                    store, topic, partition, position=position, high=high, deadline=deadline
+                )
         finally:
-            if collecting:
-                gc.enable()
             self._reader.unassign()
         if restored >= TRIM_AFTER:
             store.flush()  # see TRIM_AFTER
             release_freed_memory()
+        return restored
+
+    def _read(
+        self,
+        store: PartitionStore,
+        topic: str,
+        partition: int,
+        *,
+        position: int,
+        high: int,
+        deadline: float,
+    ) -> int:
+        """The loop of :meth:`_fill` on the assigned reader: the records written to ``store``."""
+        restored = 0
+        # Bounded is the wait for a transaction that holds the read back, not the size of the
+        # state: the limit moves on whenever the position does.
+        limit = max(deadline, time.monotonic() + self.bound_s)
+        while position < high:
+            now = time.monotonic()
+            if now > limit:
+                raise StateRestoreError(
+                    f"{topic}[{partition}] did not get past offset {position} to its end "
+                    f"{high} for {self.bound_s:.0f} s: a transaction there is still "
+                    "open past the transaction timeout; check the broker"
+                )
+            before = position
+            messages = self._reader.consume(RESTORE_BATCH, timeout=0.2)
+            if not messages:
+                continue
+            batch = store.batch()
+            put, delete = batch.put, batch.delete
+            last = None
+            for msg in messages:
+                if msg.error() is not None:
+                    position = max(position, self._end_of_partition(msg, topic, partition))
+                    continue
+                value = msg.value()
+                if value is None:
+                    delete(msg.key() or b"")
+                else:
+                    put(msg.key() or b"", value)
+                last = msg
+            if last is not None:
+                position = max(position, (last.offset() or 0) + 1)
+                restored += len(batch)
+                store.write(batch)
+            if position > before:
+                limit = max(limit, now + self.bound_s)
         return restored
 
     @staticmethod

@@ -29,6 +29,7 @@ LAYERS: tuple[tuple[str, int], ...] = (
     ("streams", 1),  # the package itself (empty); every module in it has its own layer
     ("streams.errors", 1),
     ("streams.settings", 1),
+    ("streams.collector", 1),
     ("streams.kafka", 1),
     ("streams.core", 2),
     ("streams.engine", 3),
