@@ -278,8 +278,12 @@ def section(
             "(RocksDB defaults: index and filter blocks outside any cache, 64 MiB memtables, "
             "every file open).",
             "Memory now: one 32 MiB block cache per process holding data, index and filter "
-            "blocks, memtables capped at 64 MiB per process, 256 open files per store; the "
-            "heap a restore freed is returned to the system after it (streams/engine/rocks.py).",
+            "blocks, memtables capped at 64 MiB per process, 256 open files per store "
+            "(streams/engine/rocks.py); a restore of 100,000 records or more flushes its "
+            "memtables and returns the heap it freed to the system before the processor "
+            "starts (streams/engine/restore.py), so what is left in memtables does not depend "
+            "on where RocksDB's last automatic flush fell. The rest of the spread between runs "
+            "is glibc's per-thread arenas (RocksDB's and librdkafka's threads).",
             f"Changelogs built at {', '.join(f'{s.records / s.built_s:,.0f}' for s in sizes)} "
             "records/s (not measured against a target).",
             *([f"Load average while measuring (1, 5, 15 min; 2 cores): {load}."] if load else []),
