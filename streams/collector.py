@@ -13,8 +13,11 @@ runs). A restore spent a tenth of its time in it.
 process-wide: two projectors in one process share it) and back on when the last one leaves,
 if it was on when the first one came in. Cycles made meanwhile, by the loop or by anything
 else in the process, are not lost: :meth:`Pause.tick` runs a full collection every
-:data:`COLLECT_EVERY_S` seconds, and one runs when the last holder leaves. So memory held by
-cyclic garbage is bounded by what the process makes in that interval.
+:data:`COLLECT_EVERY_S` seconds, so memory held by cyclic garbage is bounded by what the
+process makes in that interval, and what is left when the pause ends is in the youngest
+generation, which the collector, on again, goes through at its next allocations. Leaving
+runs no full collection itself: one takes about 45 ms in a processor (60,000 objects), and a
+processor's assignment restores partition after partition.
 """
 
 from __future__ import annotations
@@ -69,8 +72,5 @@ def paused(
     finally:
         with _lock:
             _holders -= 1
-            last = _holders == 0
-            if last and _was_enabled:
+            if _holders == 0 and _was_enabled:
                 gc.enable()
-        if last:
-            gc.collect()
