@@ -85,7 +85,7 @@ from streams.engine.budget import BatchBudget, next_budget
 from streams.engine.deciding import Decider
 from streams.engine.effects import EffectRunner, is_effectful
 from streams.engine.restore import RESTORE_MARGIN_S, Restorer
-from streams.errors import TransactionUnresolved
+from streams.errors import FatalKafkaError, ProcessorFenced, TransactionUnresolved
 from streams.kafka.clients import read_committed_consumer, transactional_producer
 from streams.kafka.consuming import take
 from streams.settings import Settings
@@ -349,7 +349,7 @@ class Processor(Generic[S, C, E]):
             return self._failed(e, deadline)
         except txn.Unrecordable:
             self._held.discard()
-            txn.abort(self._producer, deadline)
+            txn.abort(self._producer, deadline, self.who)
             self.stats.aborts += 1
             raise
         except TransactionUnresolved:
@@ -386,7 +386,7 @@ class Processor(Generic[S, C, E]):
         if failure in (txn.Failure.FENCED, txn.Failure.FATAL):
             self._abort_quietly(deadline)
             raise txn.translate(e, self.who, "committing a batch") from e
-        txn.abort(self._producer, deadline)
+        txn.abort(self._producer, deadline, self.who)
         self.stats.aborts += 1
         if failure is txn.Failure.UNRECORDABLE:
             raise txn.Unrecordable(txn.describe(err)) from e
@@ -463,6 +463,6 @@ class Processor(Generic[S, C, E]):
 
     def _abort_quietly(self, deadline: float) -> None:
         try:
-            txn.abort(self._producer, deadline)
-        except (KafkaException, TransactionUnresolved) as e:
+            txn.abort(self._producer, deadline, self.who)
+        except (KafkaException, TransactionUnresolved, ProcessorFenced, FatalKafkaError) as e:
             log.debug("abort after a failure: %s", e)

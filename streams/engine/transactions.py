@@ -135,9 +135,10 @@ def commit(producer: Producer, deadline: float) -> None:
     _resume(producer.commit_transaction, deadline, "committing the transaction")
 
 
-def abort(producer: Producer, deadline: float) -> None:
+def abort(producer: Producer, deadline: float, who: str) -> None:
     """Abort, resuming a timed-out abort. An abort librdkafka refuses (a commit is in
-    progress) is :class:`TransactionUnresolved`: only a restart resolves it.
+    progress) is :class:`TransactionUnresolved`: only a restart resolves it; one refused
+    because ``who`` was fenced, or on a fatal error, is what :func:`translate` makes of it.
 
     Outstanding messages are flushed first: aborting while they are in flight purges them
     mid-request, which leaves the next transaction with skipped sequence numbers, or (if
@@ -149,7 +150,7 @@ def abort(producer: Producer, deadline: float) -> None:
         _resume(producer.abort_transaction, deadline, "aborting the transaction")
     except KafkaException as e:
         if classify(e.args[0]) in (Failure.FENCED, Failure.FATAL):
-            raise
+            raise translate(e, who, "aborting the transaction") from e
         raise TransactionUnresolved(
             f"the transaction could not be aborted ({e.args[0].str()}); this instance stops so "
             "that nothing is skipped: restart it with the same --instance-id"

@@ -1,0 +1,37 @@
+"""An abort refused because another instance took the transactional id over is a fence.
+
+The processor aborts a batch that failed with an abortable error; if the instance was fenced
+meanwhile, the abort itself fails with librdkafka's fatal ``_FENCED``. That must stop the
+instance as :class:`ProcessorFenced` (what every other fenced call raises), not as a raw
+driver exception (seen once: a fenced first instance stopped with ``KafkaException(_FENCED,
+"Failed to add partitions to transaction")``).
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from streams.engine import transactions as txn
+from streams.errors import ProcessorFenced
+from streams.kafka.clients import transactional_producer
+from tests.support.kafka import create_topics, unique_settings
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
+
+
+def test_an_abort_after_a_fence_raises_processor_fenced() -> None:
+    settings = unique_settings(partitions=1)
+    topic = settings.topic_named("out")
+    create_topics(settings, [(topic, 1, False)])
+    same = f"{settings.topic_prefix}same"
+    old = transactional_producer(settings, transactional_id=same, client_id="old")
+    old.init_transactions(30)
+    old.begin_transaction()
+    old.produce(topic, key=b"k", value=b"v")
+    assert old.flush(30) == 0
+    new = transactional_producer(settings, transactional_id=same, client_id="new")
+    new.init_transactions(30)  # bumps the epoch: the old producer is fenced
+    with pytest.raises(ProcessorFenced, match="toy/same was fenced while aborting"):
+        txn.abort(old, time.monotonic() + 30, "toy/same")
