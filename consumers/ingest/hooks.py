@@ -147,7 +147,7 @@ class Ingest:
         limit = self.limits.max_body_bytes
         if request.content_length is not None and request.content_length > limit:
             raise PayloadTooLarge(f"the body is larger than {limit} bytes")
-        kind = body_kind(request.content_type, request.charset, binary=is_binary(request.headers))
+        kind = body_kind(*media_type(request), binary=is_binary(request.headers))
         encoding = request.headers.get("Content-Encoding", "identity").strip().lower()
         if encoding not in ("", "identity"):
             raise UnsupportedMediaType("send the body uncompressed (no Content-Encoding)")
@@ -316,3 +316,15 @@ class Ingest:
             {"ready": ready, "checks": {"kafka": kafka, "workflows": workflows}},
             200 if ready else 503,
         )
+
+
+def media_type(request: web.Request) -> tuple[str, str | None]:
+    """The request's media type and charset, or :class:`UnsupportedMediaType` when its
+    ``Content-Type`` cannot be parsed (aiohttp hands the value to the standard library's
+    email parser, which raises ``IndexError`` on values such as ``;0*``)."""
+    try:
+        return request.content_type, request.charset
+    except Exception as e:  # any failure to parse the header is the sender's
+        raise UnsupportedMediaType(
+            "the Content-Type header cannot be parsed; send application/json or text/plain"
+        ) from e

@@ -789,3 +789,17 @@ def test_raw_odd_encodings_and_aborted_uploads_get_4xx_or_nothing(
         for line in captured.lines
         if "sluicegate.ingest.access" in line
     )
+
+
+def test_a_content_type_the_header_parser_chokes_on_is_a_415(live: tuple[Live, object]) -> None:
+    # Found by the test above: aiohttp hands this value to the standard library's email
+    # parser, which raised IndexError, and the sender got a 500.
+    state, _ = live
+    for value in (";0*", ";", ";*", "; 0*=", "text/plain;0*"):
+        request = Request(
+            "POST", "/v1/hooks/open", headers={"Content-Type": value}, body=valid_body()
+        )
+        status, body, content_type = state.loop.run_until_complete(send(state.client, request))
+        assert status == 415, (value, status, body[:300])
+        assert content_type == "application/json"
+        assert orjson.loads(body)["error"]["code"] == "unsupported_media_type"
