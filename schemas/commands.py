@@ -8,7 +8,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from schemas.direct_init import direct_init
 
+
+@direct_init
 @dataclass(frozen=True)
 class AdmitDelivery:
     """One delivery attempt of an occurrence, keyed by its admission key.
@@ -30,6 +33,7 @@ class AdmitDelivery:
     channel: str
 
 
+@direct_init
 @dataclass(frozen=True)
 class AuthorizeRerun:
     """An operator's authorized rerun of a run: admits a new run linked to the original."""
@@ -49,6 +53,7 @@ class AuthorizeRerun:
 # VenueAnswered, LookupAnswered and ExposureObserved.
 
 
+@direct_init
 @dataclass(frozen=True)
 class ReportBranchStarted:
     """A branch worker's claim that it took the task for (run, slot, attempt).
@@ -65,6 +70,7 @@ class ReportBranchStarted:
     started_at_ms: int
 
 
+@direct_init
 @dataclass(frozen=True)
 class ReportBranchCompleted:
     """A branch worker's claim that (run, slot, attempt) finished with a result; accepted once
@@ -79,6 +85,7 @@ class ReportBranchCompleted:
     completed_at_ms: int
 
 
+@direct_init
 @dataclass(frozen=True)
 class ReportBranchFailed:
     """A branch worker's claim that (run, slot, attempt) gave up with an error; accepted once
@@ -93,6 +100,7 @@ class ReportBranchFailed:
     failed_at_ms: int
 
 
+@direct_init
 @dataclass(frozen=True)
 class ReportBranchSkipped:
     """A branch worker's claim that (run, slot, attempt) decided not to act (e.g. expired at
@@ -107,6 +115,7 @@ class ReportBranchSkipped:
     skipped_at_ms: int
 
 
+@direct_init
 @dataclass(frozen=True)
 class RecoverRun:
     """Recover a run: restore its checkpoint, consult its journal, reconcile, then continue.
@@ -124,6 +133,7 @@ class RecoverRun:
     journal_origin: str = "live"
 
 
+@direct_init
 @dataclass(frozen=True)
 class ResolveHold:
     """An operator's resolution of a held action: ``retry_lookup``, ``confirm_absent`` or
@@ -138,6 +148,7 @@ class ResolveHold:
     requested_at_ms: int
 
 
+@direct_init
 @dataclass(frozen=True)
 class VenueAnswered:
     """The answer to a send (an ``AttemptStarted``'s request).
@@ -160,6 +171,7 @@ class VenueAnswered:
     observed_at_ms: int
 
 
+@direct_init
 @dataclass(frozen=True)
 class LookupAnswered:
     """The answer to an order lookup by client order id (a ``QueryRequested`` of ``order``).
@@ -183,6 +195,7 @@ class LookupAnswered:
     observed_at_ms: int
 
 
+@direct_init
 @dataclass(frozen=True)
 class ExposureObserved:
     """The answer to an exposure query: the account's position in the run's instrument.

@@ -9,7 +9,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from schemas.direct_init import direct_init
 
+
+@direct_init
 @dataclass(frozen=True)
 class WorkflowRevised:
     """A workflow destination (subscription x environment) got a new revision.
@@ -65,6 +68,7 @@ class WorkflowRevised:
     action_exit_window_ms: int | None = None
 
 
+@direct_init
 @dataclass(frozen=True)
 class RunAdmitted:
     """An occurrence was admitted for a destination: the one durable run it gets.
@@ -116,6 +120,7 @@ class RunAdmitted:
     generation_kind: str | None = None
 
 
+@direct_init
 @dataclass(frozen=True)
 class RunStatusChanged:
     """The run's status moved (pending -> running -> completed | skipped | failed)."""
@@ -127,6 +132,7 @@ class RunStatusChanged:
     changed_at_ms: int
 
 
+@direct_init
 @dataclass(frozen=True)
 class DeliveryDeduplicated:
     """A delivery of an already-admitted occurrence; answered with the existing run.
@@ -143,6 +149,7 @@ class DeliveryDeduplicated:
     decided_at_ms: int
 
 
+@direct_init
 @dataclass(frozen=True)
 class OccurrenceConflict:
     """Same occurrence identity, different immutable content. The original run is untouched."""
@@ -157,6 +164,7 @@ class OccurrenceConflict:
     decided_at_ms: int
 
 
+@direct_init
 @dataclass(frozen=True)
 class DeliveryRejected:
     """A delivery that gets no run, with a machine-readable reason.
@@ -176,6 +184,7 @@ class DeliveryRejected:
     decided_at_ms: int
 
 
+@direct_init
 @dataclass(frozen=True)
 class RerunRejected:
     """An authorized rerun request that could not be honoured.
@@ -191,6 +200,7 @@ class RerunRejected:
     decided_at_ms: int
 
 
+@direct_init
 @dataclass(frozen=True)
 class AdmissionRecordEvicted:
     """An occurrence's admission record left the processor's state after its horizon.

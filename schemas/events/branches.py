@@ -12,7 +12,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from schemas.direct_init import direct_init
 
+
+@direct_init
 @dataclass(frozen=True)
 class BranchLaunched:
     """Branch work for one (run, slot) was queued; written with ``RunAdmitted`` atomically.
@@ -41,6 +44,7 @@ class BranchLaunched:
     action_role: str | None = None
 
 
+@direct_init
 @dataclass(frozen=True)
 class BranchRelaunched:
     """A slot that did not finish within the branch timeout was queued again, same run.
@@ -67,6 +71,7 @@ class BranchRelaunched:
     action_role: str | None = None
 
 
+@direct_init
 @dataclass(frozen=True)
 class BranchStarted:
     """Admission accepted a worker's ``ReportBranchStarted`` for (run, slot, attempt)."""
@@ -79,6 +84,7 @@ class BranchStarted:
     started_at_ms: int
 
 
+@direct_init
 @dataclass(frozen=True)
 class BranchCompleted:
     """Admission accepted a worker's ``ReportBranchCompleted``: the slot has its result, once
@@ -93,6 +99,7 @@ class BranchCompleted:
     completed_at_ms: int
 
 
+@direct_init
 @dataclass(frozen=True)
 class BranchFailed:
     """Admission accepted a worker's ``ReportBranchFailed`` (or failed a slot that ran out of
@@ -107,6 +114,7 @@ class BranchFailed:
     failed_at_ms: int
 
 
+@direct_init
 @dataclass(frozen=True)
 class BranchSkipped:
     """Admission accepted a worker's ``ReportBranchSkipped`` (e.g. expired at dequeue), once

@@ -10,7 +10,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from schemas.direct_init import direct_init
 
+
+@direct_init
 @dataclass(frozen=True)
 class CandidateProposed:
     """The proposing slot of a run proposed an action candidate for its decision scope.
@@ -56,6 +59,7 @@ class CandidateProposed:
     proposed_at_ms: int
 
 
+@direct_init
 @dataclass(frozen=True)
 class DispatchRequested:
     """Every approving slot of the run completed: dispatch the candidate if it still may.
@@ -79,6 +83,7 @@ class DispatchRequested:
     requested_at_ms: int
 
 
+@direct_init
 @dataclass(frozen=True)
 class DispatchWithdrawn:
     """An approving slot of the run failed or was skipped: its candidate can never be sent.
@@ -99,6 +104,7 @@ class DispatchWithdrawn:
     withdrawn_at_ms: int
 
 
+@direct_init
 @dataclass(frozen=True)
 class CandidateAccepted:
     """The candidate became the current generation of its kind in its decision scope.
@@ -144,6 +150,7 @@ class CandidateAccepted:
     accepted_at_ms: int
 
 
+@direct_init
 @dataclass(frozen=True)
 class CandidateSuperseded:
     """Terminal: a newer (or first, for ties) generation of the same kind is current.
@@ -176,6 +183,7 @@ class CandidateSuperseded:
     decided_at_ms: int
 
 
+@direct_init
 @dataclass(frozen=True)
 class CandidateExpired:
     """Terminal: the candidate's deadline passed before it could be dispatched.
@@ -210,6 +218,7 @@ class CandidateExpired:
     decided_at_ms: int
 
 
+@direct_init
 @dataclass(frozen=True)
 class CandidateRejected:
     """Terminal: the proposal cannot be ordered or sent as it stands; nothing is dispatched.
@@ -243,6 +252,7 @@ class CandidateRejected:
     decided_at_ms: int
 
 
+@direct_init
 @dataclass(frozen=True)
 class ActionDispatched:
     """Terminal at the gate: the action may be sent; the gateway takes it from here.

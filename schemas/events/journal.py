@@ -10,7 +10,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from schemas.direct_init import direct_init
 
+
+@direct_init
 @dataclass(frozen=True)
 class ActionIntended:
     """The journal recorded an action's exact authorized parameters, before any attempt.
@@ -57,6 +60,7 @@ class ActionIntended:
     intended_at_ms: int
 
 
+@direct_init
 @dataclass(frozen=True)
 class AttemptStarted:
     """Dispatch-start: committed before the request may leave; nothing is sent without it.
@@ -86,6 +90,7 @@ class AttemptStarted:
     reason: str
 
 
+@direct_init
 @dataclass(frozen=True)
 class ReceiptRecorded:
     """What is now established about an attempt, from the send's answer or a lookup.
@@ -116,6 +121,7 @@ class ReceiptRecorded:
     recorded_at_ms: int
 
 
+@direct_init
 @dataclass(frozen=True)
 class ActionExpired:
     """An action that never took effect will not be sent: its deadline or authorization lapsed.
@@ -136,6 +142,7 @@ class ActionExpired:
     checked_at_ms: int
 
 
+@direct_init
 @dataclass(frozen=True)
 class ActionHeld:
     """An action needs an operator: nothing is sent for it until the hold is resolved.
@@ -155,6 +162,7 @@ class ActionHeld:
     held_since_ms: int
 
 
+@direct_init
 @dataclass(frozen=True)
 class HoldResolved:
     """A hold ended (audit record): by an operator's ``ResolveHold`` or by later evidence.
@@ -173,6 +181,7 @@ class HoldResolved:
     resolved_at_ms: int
 
 
+@direct_init
 @dataclass(frozen=True)
 class RunCheckpointed:
     """The run's durable progress: saved observations of settled work and the next tasks.
@@ -190,6 +199,7 @@ class RunCheckpointed:
     checkpointed_at_ms: int
 
 
+@direct_init
 @dataclass(frozen=True)
 class QueryRequested:
     """A reconciliation step: the gateway asks the venue, after this record commits.
@@ -212,6 +222,7 @@ class QueryRequested:
     requested_at_ms: int
 
 
+@direct_init
 @dataclass(frozen=True)
 class ExposureRecorded:
     """The venue's report of the run's exposure, recorded as a new timestamped observation.
@@ -235,6 +246,7 @@ class ExposureRecorded:
     lot_step: str | None = None
 
 
+@direct_init
 @dataclass(frozen=True)
 class RecoveryStarted:
     """One recovery owner took a run: what it restored, consulted and routed to lookup.
@@ -259,6 +271,7 @@ class RecoveryStarted:
     started_at_ms: int
 
 
+@direct_init
 @dataclass(frozen=True)
 class RecoveryReceiptRecorded:
     """Recovery is complete: the checkpoint restored, the journal records consulted, the

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from schemas.direct_init import direct_init
 from streams.core.lifecycle import BRANCH, BranchStatus, RunStatus
 from streams.core.limits import DEFAULT_CLOCK_UNCERTAINTY_MS
 from streams.core.workflow import DEFAULT_BRANCH_ATTEMPTS
@@ -13,6 +14,7 @@ EVICTION_MARGIN_MS = 3_600_000
 copy racing the horizon is still answered by its run rather than rejected."""
 
 
+@direct_init
 @dataclass(frozen=True)
 class SlotState:
     """One launched branch slot of a run: its status, current attempt and timeout."""
@@ -23,6 +25,7 @@ class SlotState:
     timeout_at_ms: int
 
 
+@direct_init
 @dataclass(frozen=True)
 class RunState:
     """One run of the occurrence (rerun 0 is the admitted run; reruns count up).
@@ -96,6 +99,7 @@ class RunState:
         return any(s is None or not BRANCH.is_terminal(s) for s in self.slot_statuses())
 
 
+@direct_init
 @dataclass(frozen=True)
 class OccurrenceState:
     """Everything the processor keeps for one admission key.
