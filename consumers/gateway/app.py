@@ -41,7 +41,7 @@ from streams.core.journal import (
 )
 from streams.core.journal.model import LIVE_JOURNAL
 from streams.core.journal.state_codec import decode_state, encode_state
-from streams.engine.app import InputError, Route
+from streams.engine.app import InputError, Route, evolve_each
 from streams.engine.failpoints import Failpoints
 from streams.settings import Settings
 
@@ -112,6 +112,11 @@ class GatewayApp:
 
     def evolve(self, state: RunJournal | None, event: JournalEvent) -> RunJournal | None:
         return journal.evolve(state, event)
+
+    def evolve_all(
+        self, state: RunJournal | None, events: Sequence[JournalEvent]
+    ) -> RunJournal | None:
+        return evolve_each(journal.evolve, state, events)
 
     def next_due_ms(self, state: RunJournal) -> int | None:
         return journal.next_due_ms(state)

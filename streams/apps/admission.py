@@ -156,6 +156,11 @@ class AdmissionApp:
     ) -> OccurrenceState | None:
         return admission.evolve(state, event)
 
+    def evolve_all(
+        self, state: OccurrenceState | None, events: Sequence[admission.AdmissionEvent]
+    ) -> OccurrenceState | None:
+        return admission.evolve_all(state, events)
+
     def next_due_ms(self, state: OccurrenceState) -> int | None:
         return admission.next_due_ms(state)
 

@@ -39,7 +39,7 @@ from streams.core.gate import (
 )
 from streams.core.gate.outcomes import rejected
 from streams.core.reasons import CANNOT_BE_RECORDED
-from streams.engine.app import InputError, Route
+from streams.engine.app import InputError, Route, evolve_each
 from streams.settings import Settings
 
 _DETAIL_CHARS = 500
@@ -87,6 +87,11 @@ class GateApp:
 
     def evolve(self, state: ScopeState | None, event: gate.GateEvent) -> ScopeState | None:
         return gate.evolve(state, event)
+
+    def evolve_all(
+        self, state: ScopeState | None, events: Sequence[gate.GateEvent]
+    ) -> ScopeState | None:
+        return evolve_each(gate.evolve, state, events)
 
     def next_due_ms(self, state: ScopeState) -> int | None:
         return gate.next_due_ms(state)

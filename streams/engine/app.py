@@ -8,7 +8,7 @@ the application's pure core; everything that moves bytes is the engine.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Generic, NamedTuple, Protocol, TypeVar
 
 
@@ -66,6 +66,12 @@ class StreamApp(Protocol, Generic[S, C, E]):
         """The state after ``event``; ``state`` itself (the same object) when the event does
         not change it, so the engine does not write an unchanged state to the changelog."""
 
+    def evolve_all(self, state: S | None, events: Sequence[E]) -> S | None:
+        """The state after ``events`` in order: what :meth:`evolve` returns applied to them one
+        at a time (the same object when none changes it, the same error where one raises). The
+        engine calls this once per decision; :func:`evolve_each` is the plain way to write it,
+        an app whose decisions make several events may fold them faster."""
+
     def next_due_ms(self, state: S) -> int | None:
         """When this state next needs ``timer_command``; ``None`` for never."""
 
@@ -84,3 +90,12 @@ class StreamApp(Protocol, Generic[S, C, E]):
         these events (routed by :meth:`route`, not folded into any state) in its place, so
         that whoever waits for an answer gets one. Return ``[]`` for no answer.
         """
+
+
+def evolve_each(
+    evolve: Callable[[S | None, E], S | None], state: S | None, events: Sequence[E]
+) -> S | None:
+    """``state`` after applying ``evolve`` to each of ``events`` in order."""
+    for event in events:
+        state = evolve(state, event)
+    return state

@@ -111,8 +111,9 @@ class Decider(Generic[S, C, E]):
         before = state = None if raw is None else self.app.decode_state(raw)
         old_due = None if state is None else self.app.next_due_ms(state)
         events = self.app.decide(state, command, now)
+        if events:
+            state = self.app.evolve_all(state, events)
         for event in events:
-            state = self.app.evolve(state, event)
             route = self.app.route(event)
             if route is not None:
                 self.emit(route.topic, route.key, self.app.encode_event(event), None)

@@ -26,6 +26,7 @@ from streams.core.admission import (
     Rerun,
     decide,
     evolve,
+    evolve_all,
 )
 from streams.core.canonical import canonical_json
 from streams.core.durations import parse_time
@@ -158,7 +159,7 @@ def command_key(command: Command) -> str | None:
 
 
 class Processor:
-    """decide + evolve per admission key, like the engine; keeps every event it produced."""
+    """decide + evolve_all per admission key, like the engine; keeps every event it produced."""
 
     def __init__(self, *, restart_every_step: bool = False) -> None:
         self.states: dict[str, OccurrenceState] = {}
@@ -174,8 +175,13 @@ class Processor:
         assert key is not None, "CheckTimers needs an explicit key"
         state = self.states.get(key)
         events = decide(state, command, now)
+        one_by_one = state
         for event in events:
-            state = evolve(state, event)
+            one_by_one = evolve(one_by_one, event)
+        # The engine folds a decision's events with evolve_all: every test driving this
+        # processor also checks that it equals evolving them one at a time.
+        state = evolve_all(state, events)
+        assert state == one_by_one, (state, one_by_one)
         if state is None:
             self.states.pop(key, None)
         else:

@@ -15,7 +15,7 @@ from typing import Any
 
 from confluent_kafka import Producer
 
-from streams.engine.app import InputError, Route
+from streams.engine.app import InputError, Route, evolve_each
 from streams.engine.processor import Processor
 from streams.settings import Settings
 from tests.support.kafka import create_topics, read_topic
@@ -90,6 +90,9 @@ class ToyApp:
         if state is not None and command["id"] in state.seen:
             return []
         return [Admitted(key=command["key"], record_id=command["id"], at_ms=now_ms)]
+
+    def evolve_all(self, state: ToyState | None, events: Sequence[ToyEvent]) -> ToyState | None:
+        return evolve_each(self.evolve, state, events)
 
     def evolve(self, state: ToyState | None, event: ToyEvent) -> ToyState | None:
         if isinstance(event, Refused):

@@ -69,7 +69,7 @@ from streams.core.admission.commands import (
     claim_of,
 )
 from streams.core.admission.decide import decide, next_due_ms
-from streams.core.admission.evolve import evolve
+from streams.core.admission.evolve import evolve, evolve_all
 from streams.core.admission.state import EVICTION_MARGIN_MS, OccurrenceState, RunState, SlotState
 from streams.core.workflow import DEFAULT_BRANCH_ATTEMPTS
 
@@ -92,6 +92,7 @@ __all__ = [
     "claim_of",
     "decide",
     "evolve",
+    "evolve_all",
     "next_due_ms",
     "reject",
     "reject_rerun",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from schemas.events import (
     AdmissionRecordEvicted,
@@ -83,6 +83,58 @@ def evolve(state: OccurrenceState | None, event: AdmissionEvent) -> OccurrenceSt
         status = RUN.transition(run.status, _run_status(event.status))
         return _replace_run(state, changed(run, status=status))
     return _replace_run(state, _evolve_slot(state.admission_key, run, event))
+
+
+def evolve_all(
+    state: OccurrenceState | None, events: Sequence[AdmissionEvent]
+) -> OccurrenceState | None:
+    """``state`` after ``events`` in order: exactly what :func:`evolve` returns applied to them
+    one at a time, and the same error where that raises.
+
+    A new occurrence's events (``RunAdmitted`` followed by its ``BranchLaunched``, what
+    admitting a delivery decides) are folded in one step: one ``RunState`` with every launched
+    slot instead of a copy of the run and of the state per launch. Any other sequence, and any
+    such sequence that is not consistent (another run or key, a slot the run does not have or
+    launched twice), is evolved event by event, so its error is the one ``evolve`` raises.
+    """
+    if state is None and len(events) > 1:
+        admitted = events[0]
+        if isinstance(admitted, RunAdmitted) and admitted.rerun_number == 0:
+            launched = _admitted_with_launches(admitted, events)
+            if launched is not None:
+                return launched
+    result = state
+    for event in events:
+        result = evolve(result, event)
+    return result
+
+
+def _admitted_with_launches(
+    admitted: RunAdmitted, events: Sequence[AdmissionEvent]
+) -> OccurrenceState | None:
+    """The state after ``events`` (``admitted`` first, then only its launches, each slot of
+    the run once), or ``None`` when they are anything else."""
+    slots: list[SlotState] = []
+    names: set[str] = set()
+    timeout = 0
+    for event in events[1:]:
+        if (
+            type(event) is not BranchLaunched
+            or event.run_id != admitted.run_id
+            or event.admission_key != admitted.admission_key
+            or event.slot not in admitted.slots
+            or event.slot in names
+        ):
+            return None
+        names.add(event.slot)
+        slots.append(
+            SlotState(event.slot, BranchStatus.LAUNCHED, event.attempt, event.timeout_at_ms)
+        )
+        # evolve keeps the first launch's timeout that is not zero.
+        timeout = timeout or event.timeout_at_ms - event.launched_at_ms
+    new = _evolve_admitted(None, admitted)
+    run = changed(new.runs[0], slots=tuple(slots), branch_timeout_ms=timeout)
+    return changed(new, runs=(run,))
 
 
 def fold(state: OccurrenceState, events: Iterable[AdmissionEvent]) -> OccurrenceState:
