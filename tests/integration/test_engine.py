@@ -122,6 +122,10 @@ def test_a_second_instance_with_the_same_id_fences_the_first(
 
     second = Processor(settings, app, instance_id="same")
     second_thread = start(second)
+    # The second holds partitions only after it initialised its transactions, which fences
+    # the first. Records produced before that could all be committed by the first, which
+    # would then have nothing left to write and never learn it is fenced (seen in CI).
+    wait_until(lambda: bool(second.stats.assigned), timeout_s=60)
     # Keys on every partition, so whichever partitions the first keeps, it must commit again.
     produce_records(
         settings,
