@@ -23,9 +23,13 @@ format gets a new version number and a decoder for the old one; never reinterpre
 
 from __future__ import annotations
 
+from enum import Enum
+from typing import TypeVar
+
 import orjson
 
 from streams.core.admission import DEFAULT_BRANCH_ATTEMPTS, OccurrenceState, RunState, SlotState
+from streams.core.admission.state import build_run_state
 from streams.core.errors import StateFormatError, UnsupportedStateVersion
 from streams.core.lifecycle import BranchStatus, RunStatus
 from streams.core.limits import DEFAULT_CLOCK_UNCERTAINTY_MS
@@ -170,10 +174,10 @@ def _decode_run(fields: object, version: int, original: RunState | None) -> RunS
         payload_json = _unshared(payload_json, original.payload_json)
         scope_key = _unshared(scope_key, original.scope_key)
         sequence = _unshared(sequence, original.sequence)
-    return RunState(
+    return build_run_state(
         run_id=_str(run_id),
         rerun_number=_int(rerun_number),
-        status=RunStatus(_str(status)),
+        status=_member(_RUN_STATUSES, RunStatus, status),
         workflow_revision=_int(workflow_revision),
         delivery_id=_str(delivery_id),
         subscription=_str(subscription),
@@ -218,11 +222,27 @@ def _decode_slot(fields: object) -> SlotState:
     if not isinstance(fields, list):
         raise TypeError("a slot must be an array")
     slot, status, attempt, timeout_at_ms = fields
-    return SlotState(_str(slot), BranchStatus(_str(status)), _int(attempt), _int(timeout_at_ms))
+    status_member = _member(_BRANCH_STATUSES, BranchStatus, status)
+    return SlotState(_str(slot), status_member, _int(attempt), _int(timeout_at_ms))
 
 
 # The checks below are cheap isinstance tests; they make a foreign record fail here, loudly,
 # instead of as a confusing TypeError deep inside decide.
+
+
+E = TypeVar("E", bound=Enum)
+
+# A dict lookup instead of the Enum call (EnumType.__call__ and Enum.__new__ per decoded run).
+_RUN_STATUSES: dict[str, RunStatus] = {member.value: member for member in RunStatus}
+_BRANCH_STATUSES: dict[str, BranchStatus] = {member.value: member for member in BranchStatus}
+
+
+def _member(members: dict[str, E], enum: type[E], value: object) -> E:
+    """``enum(value)`` for a string ``value``: the same member, the same ``ValueError``."""
+    found = members.get(_str(value))
+    if found is None:
+        raise ValueError(f"{value!r} is not a valid {enum.__name__}")
+    return found
 
 
 def _str(value: object) -> str:

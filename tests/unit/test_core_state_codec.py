@@ -135,9 +135,27 @@ def test_unknown_status_is_refused() -> None:
     state = proc.state(d.admission_key)
     assert state is not None
     record = orjson.loads(encode_state(state))
-    record[3][0][2] = "exploded"
-    with pytest.raises(StateFormatError):
-        decode_state(orjson.dumps(record))
+    for status in ("exploded", 5, None):
+        record[3][0][2] = status
+        with pytest.raises(StateFormatError, match="RunStatus|expected a string"):
+            decode_state(orjson.dumps(record))
+
+
+def test_unknown_slot_status_is_refused() -> None:
+    proc = Processor()
+    wf = workflow()
+    now = T0 + MINUTE + 1_000
+    d = delivery(wf, candle(), "a-1", now)
+    proc.handle(Admit(d, wf), now)
+    state = proc.state(d.admission_key)
+    assert state is not None
+    record = orjson.loads(encode_state(state))
+    [slots] = [f for f in record[3][0] if isinstance(f, list) and f and isinstance(f[0], list)]
+    assert slots[0][1] == "launched"
+    for status in ("exploded", 5):
+        slots[0][1] = status
+        with pytest.raises(StateFormatError, match="BranchStatus|expected a string"):
+            decode_state(orjson.dumps(record))
 
 
 def rerun_state() -> OccurrenceState:

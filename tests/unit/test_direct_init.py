@@ -9,7 +9,7 @@ from dataclasses import FrozenInstanceError, InitVar, dataclass, field
 
 import pytest
 
-from schemas.direct_init import direct_init
+from schemas.direct_init import constructor, direct_init
 from schemas.records import Record
 from streams.core.admission.state import OccurrenceState, RunState, SlotState
 from streams.core.lifecycle import BranchStatus
@@ -189,3 +189,62 @@ def test_what_it_cannot_reproduce_is_refused() -> None:
         plain_class,
     ):
         _refused(make)
+
+
+# -- constructor(): the class call as a plain function -------------------------------------
+
+
+@pytest.mark.parametrize("cls", RECORDS, ids=lambda c: c.__name__)
+def test_the_constructor_builds_what_the_class_call_builds(cls: type) -> None:
+    build = constructor(cls)
+    fields = dataclasses.fields(cls)
+    assert list(inspect.signature(build).parameters.values()) == list(
+        inspect.signature(cls).parameters.values()
+    )
+    required = [object() for f in fields if f.default is dataclasses.MISSING]
+    for made, called in (
+        (build(*required), cls(*required)),
+        (build(**{f.name: 7 for f in fields}), cls(**{f.name: 7 for f in fields})),
+    ):
+        assert type(made) is cls
+        assert vars(made) == vars(called)
+        assert list(vars(made)) == list(vars(called))
+        assert made == called and repr(made) == repr(called)
+    with pytest.raises(FrozenInstanceError):
+        setattr(build(*required), fields[0].name, 1)
+
+
+def test_the_constructor_s_argument_errors_are_type_errors() -> None:
+    build = constructor(SlotState)
+    with pytest.raises(TypeError, match="missing 1 required positional argument: 'slot'"):
+        build(status=LAUNCHED, attempt=1, timeout_at_ms=0)  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match="unexpected keyword argument 'colour'"):
+        build("a", LAUNCHED, 1, 0, colour=1)  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match=r"SlotState\(\) takes 4 positional arguments but 5 were"):
+        build("a", LAUNCHED, 1, 0, 9)  # type: ignore[call-arg]
+    assert build("a", LAUNCHED, 1, 0) == SlotState("a", LAUNCHED, 1, 0)
+
+
+def test_field_names_cannot_shadow_the_constructor_s_own_names() -> None:
+    @direct_init
+    @dataclass(frozen=True)
+    class Named:
+        Named: int
+        cls: int = 2
+        new: int = 3
+        self: int = 4
+
+    built = constructor(Named)(1)
+    assert type(built) is Named
+    assert vars(built) == {"Named": 1, "cls": 2, "new": 3, "self": 4}
+
+
+def test_the_constructor_needs_the_direct_init() -> None:
+    @dataclass(frozen=True)
+    class Plain:
+        a: int
+
+    with pytest.raises(TypeError, match="@direct_init"):
+        constructor(Plain)
+    with pytest.raises(TypeError, match="@direct_init"):
+        constructor(len)

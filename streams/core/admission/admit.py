@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from schemas.commands import AdmitDelivery
+from schemas.direct_init import constructor
 from schemas.events import DeliveryDeduplicated, OccurrenceConflict, WorkflowRevised
 from streams.core.admission.builders import launches, load_object, reject, run_admitted
 from streams.core.admission.commands import AdmissionEvent, Admit
@@ -27,6 +28,9 @@ from streams.core.reasons import (
 from streams.core.refusals import bad_delivery_id, future_refusal, payload_refusal
 from streams.core.retention import smallest_retention
 from streams.core.workflow import workflow_key
+
+# Every copy of an occurrence is answered with one (the class call without type.__call__).
+_delivery_deduplicated = constructor(DeliveryDeduplicated)
 
 
 def decide_admit(state: OccurrenceState | None, command: Admit, now: int) -> list[AdmissionEvent]:
@@ -141,7 +145,7 @@ def _decide_copy(
         if before.digest != now_view.digest:
             return [_conflict(state, delivery, before, now_view, now)]
     return [
-        DeliveryDeduplicated(
+        _delivery_deduplicated(
             delivery_id=delivery.delivery_id,
             admission_key=state.admission_key,
             run_id=original.run_id,

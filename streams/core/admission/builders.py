@@ -5,6 +5,7 @@ from __future__ import annotations
 import orjson
 
 from schemas.commands import AdmitDelivery, AuthorizeRerun
+from schemas.direct_init import constructor
 from schemas.events import (
     BranchLaunched,
     DeliveryRejected,
@@ -19,6 +20,10 @@ from streams.core.fields import is_time_field
 
 GENERATION_TIME = "time"
 GENERATION_NUMBER = "number"
+
+# Every admitted run builds these (constructor(): the class call without type.__call__).
+_run_admitted_event = constructor(RunAdmitted)
+_branch_launched = constructor(BranchLaunched)
 
 
 def generation_kind_of(workflow: WorkflowRevised) -> str:
@@ -122,7 +127,7 @@ def run_admitted(
         exit_window, generation_kind = frozen.action_exit_window_ms, frozen.generation_kind
     else:  # pragma: no cover - callers always pass one of the two
         raise InconsistentHistory(f"{admission_key}: no workflow to admit under")
-    return RunAdmitted(
+    return _run_admitted_event(
         run_id=run_id,
         admission_key=admission_key,
         delivery_id=delivery_id,
@@ -157,7 +162,7 @@ def run_admitted(
 def launches(admitted: RunAdmitted, timeout_ms: int, now: int) -> list[AdmissionEvent]:
     """One ``BranchLaunched`` (attempt 1) per slot of a run just admitted."""
     return [
-        BranchLaunched(
+        _branch_launched(
             run_id=admitted.run_id,
             admission_key=admitted.admission_key,
             slot=slot,

@@ -23,7 +23,13 @@ from schemas.events import (
     RunStatusChanged,
 )
 from streams.core.admission.commands import AdmissionEvent, BranchReport
-from streams.core.admission.state import EVICTION_MARGIN_MS, OccurrenceState, RunState, SlotState
+from streams.core.admission.state import (
+    EVICTION_MARGIN_MS,
+    OccurrenceState,
+    RunState,
+    SlotState,
+    build_run_state,
+)
 from streams.core.errors import InconsistentHistory
 from streams.core.lifecycle import BRANCH, RUN, BranchStatus, RunStatus
 from streams.core.records import changed
@@ -132,9 +138,7 @@ def _admitted_with_launches(
         )
         # evolve keeps the first launch's timeout that is not zero.
         timeout = timeout or event.timeout_at_ms - event.launched_at_ms
-    new = _evolve_admitted(None, admitted)
-    run = changed(new.runs[0], slots=tuple(slots), branch_timeout_ms=timeout)
-    return changed(new, runs=(run,))
+    return _evolve_admitted(None, admitted, tuple(slots), timeout)
 
 
 def fold(state: OccurrenceState, events: Iterable[AdmissionEvent]) -> OccurrenceState:
@@ -198,7 +202,14 @@ def _evolve_slot(
     return changed(run, slots=tuple(moved if s.slot == slot.slot else s for s in run.slots))
 
 
-def _evolve_admitted(state: OccurrenceState | None, event: RunAdmitted) -> OccurrenceState:
+def _evolve_admitted(
+    state: OccurrenceState | None,
+    event: RunAdmitted,
+    slots: tuple[SlotState, ...] = (),
+    branch_timeout_ms: int = 0,
+) -> OccurrenceState:
+    """``state`` with the run ``event`` admits; ``slots`` and ``branch_timeout_ms``: those of
+    its launches folded in the same step (:func:`evolve_all`), none for ``evolve``."""
     expected = 0 if state is None else len(state.runs)
     if event.rerun_number != expected:
         raise InconsistentHistory(
@@ -209,7 +220,7 @@ def _evolve_admitted(state: OccurrenceState | None, event: RunAdmitted) -> Occur
         raise InconsistentHistory(
             f"RunAdmitted for {event.admission_key} applied to the record of {state.admission_key}"
         )
-    run = RunState(
+    run = build_run_state(
         run_id=event.run_id,
         rerun_number=event.rerun_number,
         status=RunStatus.PENDING,
@@ -228,8 +239,8 @@ def _evolve_admitted(state: OccurrenceState | None, event: RunAdmitted) -> Occur
         sequence=event.sequence,
         payload_json=event.payload_json,
         slot_names=tuple(event.slots),
-        slots=(),
-        branch_timeout_ms=0,
+        slots=slots,
+        branch_timeout_ms=branch_timeout_ms,
         retention_ms=event.retention_ms,  # None in v1 records: never evicted
         rerun_of=event.rerun_of,
         rerun_reason=event.rerun_reason,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from schemas.direct_init import direct_init
+from schemas.direct_init import constructor, direct_init
 from streams.core.lifecycle import BRANCH, BranchStatus, RunStatus
 from streams.core.limits import DEFAULT_CLOCK_UNCERTAINTY_MS
 from streams.core.workflow import DEFAULT_BRANCH_ATTEMPTS
@@ -123,3 +123,8 @@ class OccurrenceState:
             if run.run_id == run_id:
                 return run
         return None
+
+
+build_run_state = constructor(RunState)
+"""``RunState(...)`` without ``type.__call__`` (every admitted run and decoded state builds
+one; :func:`schemas.direct_init.constructor`)."""
