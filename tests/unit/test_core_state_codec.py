@@ -137,7 +137,7 @@ def test_unknown_status_is_refused() -> None:
     record = orjson.loads(encode_state(state))
     for status in ("exploded", 5, None):
         record[3][0][2] = status
-        with pytest.raises(StateFormatError, match="RunStatus|expected a string"):
+        with pytest.raises(StateFormatError, match=r"RunStatus|expected a string"):
             decode_state(orjson.dumps(record))
 
 
@@ -154,7 +154,7 @@ def test_unknown_slot_status_is_refused() -> None:
     assert slots[0][1] == "launched"
     for status in ("exploded", 5):
         slots[0][1] = status
-        with pytest.raises(StateFormatError, match="BranchStatus|expected a string"):
+        with pytest.raises(StateFormatError, match=r"BranchStatus|expected a string"):
             decode_state(orjson.dumps(record))
 
 
