@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import hashlib
-from urllib.parse import unquote
+from collections.abc import Callable
+from urllib.parse import quote, unquote
 
 import pytest
 from hypothesis import given
@@ -228,6 +229,49 @@ def test_derived_keys_are_unambiguous(
     assert (key_a == key_b) == ((source_a, a) == (source_b, b))
     *_, tail = key_a.split("/")
     assert [unquote(v) for v in tail.removeprefix("d:").split("|")] == a
+
+
+_COMPONENT = st.one_of(
+    st.text(max_size=12),
+    st.text(alphabet="AZaz09_.-~/|:%! ", max_size=12),
+    st.sampled_from(["", "~", "BTCUSDT", "1m", "paper", "evt-0000001", "a b", "é", "\udcff"]),
+)
+
+
+@given(_COMPONENT, _COMPONENT, _COMPONENT, _COMPONENT, st.lists(_COMPONENT, max_size=3))
+def test_every_component_is_quoted_as_urllib_quotes_it(
+    subscription: str, environment: str, source: str, event_id: str, derived: list[str]
+) -> None:
+    def q(*values: str) -> list[str] | None:
+        try:
+            return [quote(v, safe="") for v in values]
+        except UnicodeEncodeError:  # a lone surrogate: no key can be built from it
+            return None
+
+    def same(
+        build: Callable[[], str], parts: list[str] | None, text: Callable[[list[str]], str]
+    ) -> None:
+        if parts is None:
+            with pytest.raises(UnicodeEncodeError):
+                build()
+        else:
+            assert build() == text(parts)
+
+    same(
+        lambda: admission_key(subscription, environment, source, event_id=event_id),
+        q(subscription, environment, source, event_id),
+        lambda p: f"{p[0]}/{p[1]}/{p[2]}/e:{p[3]}",
+    )
+    same(
+        lambda: admission_key(subscription, environment, source, derived_values=tuple(derived)),
+        q(subscription, environment, source, *derived),
+        lambda p: f"{p[0]}/{p[1]}/{p[2]}/d:{'|'.join(p[3:])}",
+    )
+    same(
+        lambda: rejection_key(subscription, environment, event_id),
+        q(subscription, environment, event_id),
+        lambda p: f"{p[0]}/{p[1]}/!{p[2]}",
+    )
 
 
 def test_rejection_key_and_run_id() -> None:
