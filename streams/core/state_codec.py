@@ -222,8 +222,12 @@ def _decode_slot(fields: object) -> SlotState:
     if not isinstance(fields, list):
         raise TypeError("a slot must be an array")
     slot, status, attempt, timeout_at_ms = fields
-    status_member = _member(_BRANCH_STATUSES, BranchStatus, status)
-    return SlotState(_str(slot), status_member, _int(attempt), _int(timeout_at_ms))
+    return SlotState(
+        _str(slot),
+        _member(_BRANCH_STATUSES, BranchStatus, status),
+        _int(attempt),
+        _int(timeout_at_ms),
+    )
 
 
 # The checks below are cheap isinstance tests; they make a foreign record fail here, loudly,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 import orjson
 import pytest
@@ -126,7 +127,8 @@ def test_malformed_records_are_refused(data: bytes) -> None:
         decode_state(data)
 
 
-def test_unknown_status_is_refused() -> None:
+def admitted_record() -> list[Any]:
+    """The encoded state of one admitted occurrence, as its JSON array."""
     proc = Processor()
     wf = workflow()
     now = T0 + MINUTE + 1_000
@@ -134,7 +136,12 @@ def test_unknown_status_is_refused() -> None:
     proc.handle(Admit(d, wf), now)
     state = proc.state(d.admission_key)
     assert state is not None
-    record = orjson.loads(encode_state(state))
+    record: list[Any] = orjson.loads(encode_state(state))
+    return record
+
+
+def test_unknown_status_is_refused() -> None:
+    record = admitted_record()
     for status in ("exploded", 5, None):
         record[3][0][2] = status
         with pytest.raises(StateFormatError, match=r"RunStatus|expected a string"):
@@ -142,14 +149,7 @@ def test_unknown_status_is_refused() -> None:
 
 
 def test_unknown_slot_status_is_refused() -> None:
-    proc = Processor()
-    wf = workflow()
-    now = T0 + MINUTE + 1_000
-    d = delivery(wf, candle(), "a-1", now)
-    proc.handle(Admit(d, wf), now)
-    state = proc.state(d.admission_key)
-    assert state is not None
-    record = orjson.loads(encode_state(state))
+    record = admitted_record()
     [slots] = [f for f in record[3][0] if isinstance(f, list) and f and isinstance(f[0], list)]
     assert slots[0][1] == "launched"
     for status in ("exploded", 5):
