@@ -17,6 +17,7 @@ engine, so that a sender waiting with ``?wait=`` gets an answer; a rerun request
 
 from __future__ import annotations
 
+import typing
 from collections.abc import Sequence
 
 from schemas.codec import decode, encode
@@ -70,14 +71,20 @@ _LEGACY_CLAIMS = (BranchStarted, BranchCompleted, BranchFailed, BranchSkipped)
 _TASKS = (BranchLaunched, BranchRelaunched)
 _GATE_INPUTS = (CandidateProposed, DispatchRequested, DispatchWithdrawn)
 _DETAIL_CHARS = 500
+_EVENT_TYPES: tuple[type, ...] = typing.get_args(admission.AdmissionEvent)
 
 
 def topic_of(event: admission.AdmissionEvent) -> TopicSpec:
     """Where an admission event goes: launches to ``tasks``, the gate's inputs to
     ``candidates``, everything else to ``runs``."""
-    if isinstance(event, _TASKS):
+    return topic_of_type(type(event))
+
+
+def topic_of_type(kind: type) -> TopicSpec:
+    """:func:`topic_of` for every event of type ``kind``."""
+    if issubclass(kind, _TASKS):
         return TASKS
-    return CANDIDATES if isinstance(event, _GATE_INPUTS) else RUNS
+    return CANDIDATES if issubclass(kind, _GATE_INPUTS) else RUNS
 
 
 def branch_report(record: object) -> RecordBranchReport | None:
@@ -101,11 +108,9 @@ class AdmissionApp:
             settings.topic(BRANCH_RESULTS),
         )
         self.changelog_topic = settings.topic(ADMISSION_CHANGELOG)
-        # Names, not a dict keyed by TopicSpec: hashing a spec (its enums' Python __hash__
-        # included) for every event produced was a measurable share of route().
-        self._runs = settings.topic(RUNS)
-        self._tasks = settings.topic(TASKS)
-        self._candidates = settings.topic(CANDIDATES)
+        # topic_of's answer per event type, computed once: hashing a TopicSpec (its enums'
+        # Python __hash__ included) for every event produced was a measurable share of route().
+        self._topics = {kind: settings.topic(topic_of_type(kind)) for kind in _EVENT_TYPES}
         self._workflows = workflows
 
     def decode_input(self, data: bytes) -> object:
@@ -169,12 +174,10 @@ class AdmissionApp:
         return admission.next_due_ms(state)
 
     def route(self, event: admission.AdmissionEvent) -> Route | None:
-        # topic_of's choice, by the same type checks.
-        if isinstance(event, _TASKS):
-            return Route(self._tasks, event.admission_key)
+        topic = self._topics[type(event)]  # the core decides these exact types only
         if isinstance(event, _GATE_INPUTS):
-            return Route(self._candidates, event.scope_key)
-        return Route(self._runs, event.admission_key)
+            return Route(topic, event.scope_key)
+        return Route(topic, event.admission_key)
 
     def encode_state(self, state: OccurrenceState) -> bytes:
         return encode_state(state)
