@@ -28,6 +28,8 @@ import argparse
 import asyncio
 import dataclasses
 import os
+import re
+import signal
 import socket
 import subprocess
 import threading
@@ -62,6 +64,8 @@ from schemas.registry import get_registry
 from schemas.topics import RUNS
 
 ADMITTED_HEADER = get_registry().by_class[RunAdmitted].header
+COUNTERS = "counters: "
+COUNTED = re.compile(r"counters: records=(?P<records>\d+) \S+ batches=(?P<batches>\d+)")
 
 
 def admitted_delivery(value: bytes) -> str | None:
@@ -97,6 +101,7 @@ class Servers:
             ),
             start_child(stage, "processor", ["processor", "--instance-id", "latency-1"], env),
         ]
+        self._processor_log = ROOT / "var" / "bench-logs" / f"{stage.prefix}processor.log"
         deadline = time.monotonic() + 60
         while not self._ready():
             if time.monotonic() > deadline:
@@ -110,6 +115,26 @@ class Servers:
                 return bool(r.status == 200)
         except OSError:
             return False
+
+    def counters(self, timeout_s: float = 10.0) -> tuple[int, int] | None:
+        """The processor's committed (transactions, input records) so far: it logs them when
+        sent SIGUSR1. ``None`` if no answer came within ``timeout_s``."""
+        processor = self.children[1]
+        seen = self._processor_log.read_text(errors="replace").count(COUNTERS)
+        processor.send_signal(signal.SIGUSR1)
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            lines = [
+                line
+                for line in self._processor_log.read_text(errors="replace").splitlines()
+                if COUNTERS in line
+            ]
+            if len(lines) > seen:
+                found = COUNTED.search(lines[seen])
+                if found is not None:
+                    return int(found["batches"]), int(found["records"])
+            time.sleep(0.02)
+        return None
 
     def close(self) -> None:
         stop_children(self.children)
@@ -207,12 +232,15 @@ def webhook(
     thread = threading.Thread(target=tail, args=(consumer, arrivals, admitted_delivery))
     thread.start()
     cores: dict[str, float] | None = None
+    before = after = None
     try:
         if meter is not None:
+            before = servers.counters()
             meter.start()
         scheduled, ids = asyncio.run(post_all(servers.port, bodies, rate))
         if meter is not None:
             cores = meter.cores()  # the sending, not the wait for stragglers below
+            after = servers.counters()
         settle(arrivals, {d for d in ids if d}, timeout_s=60)
         late = behind_s(arrivals, {d for d in ids if d}, scheduled[-1])
     finally:
@@ -224,7 +252,17 @@ def webhook(
         if d in arrivals.seen
     )
     refused = sum(1 for d in ids if not d)
-    return Measured(rate, count, latencies, count - len(latencies), late, refused, cores)
+    return Measured(
+        rate,
+        count,
+        latencies,
+        count - len(latencies),
+        late,
+        refused,
+        cores,
+        transactions=after[0] - before[0] if before and after else None,
+        committed_records=after[1] - before[1] if before and after else None,
+    )
 
 
 # -- bare round trip ----------------------------------------------------------------------------

@@ -28,6 +28,10 @@ class Measured:
     """Sends answered with anything but success (counted in ``missing`` too)."""
     cores: dict[str, float] | None = None
     """CPU used while this rate ran, in cores (CPU seconds per second), by process."""
+    transactions: int | None = None
+    """Transactions the processor committed while this rate was sent (its SIGUSR1 counters)."""
+    committed_records: int | None = None
+    """Input records those transactions took."""
 
     @property
     def sustained(self) -> bool:
@@ -105,6 +109,48 @@ def cpu_table(webhook: list[list[Measured]], rates: list[float], cores: int) -> 
     )
 
 
+def transactions_table(webhook: list[list[Measured]], rates: list[float]) -> Table | None:
+    """The processor's transactions per offered rate (median of runs) beside the broker's CPU:
+    what each exactly-once commit costs the broker, whatever it carries."""
+    rows: list[list[Cell]] = []
+    for rate in rates:
+        counted = [
+            m
+            for run in webhook
+            for m in run
+            if m.rate == rate and m.transactions and m.committed_records is not None
+        ]
+        if not counted:
+            continue
+        per_s = spread([(m.transactions or 0) / (m.sent / m.rate) for m in counted])
+        per_txn = spread([(m.committed_records or 0) / (m.transactions or 1) for m in counted])
+        broker = [
+            m.cores["broker"] * (m.sent / m.rate) * 1000 / (m.transactions or 1)
+            for m in counted
+            if m.cores and "broker" in m.cores
+        ]
+        rows.append(
+            [
+                f"{rate:,.0f}",
+                per_s.shown(0),
+                per_txn.shown(1),
+                spread(broker).shown(1, " ms") if broker else "-",
+            ]
+        )
+    if not rows:
+        return None
+    return Table(
+        "The processor's transactions while the webhook ran (median of runs, min to max)",
+        [
+            "offered /s",
+            "transactions/s",
+            "deliveries per transaction",
+            "broker CPU per transaction",
+        ],
+        rows,
+    )
+
+
 def sustained_note(webhook: list[list[Measured]], rates: list[float]) -> str:
     """Which offered rates the webhook path kept up with in every run, and what that means
     for the percentiles of the others."""
@@ -140,6 +186,9 @@ def section(
     used = cpu_table(webhook, rates, cores)
     if used is not None:
         tables.append(used)
+    committed = transactions_table(webhook, rates)
+    if committed is not None:
+        tables.append(committed)
     ratio_rows: list[list[Cell]] = []
     for rate in rates:
         cells: list[Cell] = [f"{rate:,.0f}"]
@@ -200,6 +249,16 @@ def section(
             "broker's only when it runs on this machine; 'benchmark process' is the HTTP client "
             "and the tail consumers). A rate whose processes together use most of the cores "
             "queues behind the CPU, which the percentiles of that rate include."
+        )
+    if committed is not None:
+        notes.append(
+            "Transactions: the processor's own counters (`kill -USR1`, logged as `counters:`) "
+            "read just before and just after each rate was sent. Broker CPU per transaction is "
+            "the broker's CPU over that time divided by the transactions: every transaction "
+            "costs the broker its partition registrations, the commit's two phases and a marker "
+            "in every partition it wrote, whatever the number of deliveries it carries, so at "
+            "low rates (few deliveries per transaction) the broker, not Sluicegate's processes, "
+            "takes most of the CPU, and a rate's latency includes waiting for it."
         )
     if gate:
         notes.append(

@@ -132,3 +132,27 @@ def test_the_cpu_each_process_used_is_tabled_per_rate() -> None:
     assert "cores: ingest 0.50" in webhook[0][1].summary()
     # Without CPU figures (another machine, or older results) there is no such table.
     assert not any(t.title.startswith("CPU") for t in latency_section(bare, bare, 5).tables)
+
+
+def test_transactions_and_the_broker_cpu_each_costs_are_tabled_per_rate() -> None:
+    def counted(rate: float, transactions: int, broker: float) -> Measured:
+        # 1,000 deliveries sent at ``rate``: 5 s at 200/s, 1 s at 1,000/s.
+        return dataclasses.replace(
+            measured(rate, 5),
+            cores={"broker": broker},
+            transactions=transactions,
+            committed_records=1000,
+        )
+
+    webhook = [[counted(200, 250, 0.7), counted(1000, 40, 0.8)] for _ in range(3)]
+    s = latency_section(webhook, webhook, seconds=5)
+    table = next(t for t in s.tables if t.title.startswith("The processor's transactions"))
+    rows = {row[0]: row for row in table.rows}
+    assert rows["200"][1:] == ["50 (50 to 50)", "4.0 (4.0 to 4.0)", "14.0 ms (14.0 to 14.0)"]
+    assert rows["1,000"][1:] == ["40 (40 to 40)", "25.0 (25.0 to 25.0)", "20.0 ms (20.0 to 20.0)"]
+    assert any(n.startswith("Transactions: the processor's own counters") for n in s.notes)
+    # Results without counters (older runs, or a processor that did not answer) have no table.
+    assert not any(
+        t.title.startswith("The processor's")
+        for t in latency_section([[measured(200, 5)]], [[measured(200, 2)]], 5).tables
+    )
