@@ -53,6 +53,17 @@ def wait_of(request: web.Request, max_wait_s: float) -> float:
 
 
 async def read_body(request: web.Request, limit: int, timeout_s: float) -> bytes:
+    """The whole body, at most ``limit`` bytes (else :class:`PayloadTooLarge`), received
+    within ``timeout_s`` (else :class:`RequestTimeout`)."""
+    content = request.content
+    if content.is_eof() and content.exception() is None:
+        # The usual webhook: the body arrived with the headers, so there is nothing to wait
+        # for (and no timeout task to start: that was a tenth of the handler's CPU).
+        raw = b"".join(iter(lambda: content.read_nowait(-1), b""))
+        if len(raw) > limit:
+            raise PayloadTooLarge(f"the body is larger than {limit} bytes")
+        return raw
+
     async def read() -> bytes:
         chunks: list[bytes] = []
         size = 0

@@ -850,3 +850,63 @@ def test_a_log_line_with_bytes_that_are_not_utf8_is_still_one_json_line() -> Non
     line = orjson.loads(JsonLineFormatter().format(record))
     assert line["message"] == "ua a\\udcffb"
     assert line["path"] == "/v1/hooks/\\udce9"
+
+
+def test_a_body_sent_too_slowly_is_408_and_one_sent_in_pieces_is_read_whole() -> None:
+    limits = IngestSettings(body_timeout_s=0.3)
+
+    async def scenario(h: Harness) -> None:
+        reader, writer = await asyncio.open_connection(h.client.host, h.client.port)
+        writer.write(
+            b"POST /v1/hooks/btc-breakout HTTP/1.1\r\nHost: x\r\n"
+            b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(BODY) + BODY[:20]
+        )
+        await writer.drain()  # ... and the rest never comes
+        head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
+        assert head.startswith(b"HTTP/1.1 408 ")
+        writer.close()
+
+        # A body that arrives in pieces after the headers is waited for, not cut short.
+        reader, writer = await asyncio.open_connection(h.client.host, h.client.port)
+        writer.write(
+            b"POST /v1/hooks/btc-breakout HTTP/1.1\r\nHost: x\r\n"
+            b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(BODY)
+        )
+        for start in range(0, len(BODY), 16):
+            await writer.drain()
+            await asyncio.sleep(0.01)
+            writer.write(BODY[start : start + 16])
+        head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
+        assert head.startswith(b"HTTP/1.1 202 ")
+        writer.close()
+        assert len(h.sink.sent) == 1
+
+    run(scenario, limits=limits)
+
+
+def test_configured_logging_writes_json_lines_without_collecting_callers(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from consumers.ingest.server import configure_logging
+
+    root = logging.getLogger()
+    monkeypatch.setattr(root, "handlers", [])
+    monkeypatch.setattr(root, "level", root.level)
+    for name in ("logThreads", "logProcesses", "logMultiprocessing", "_srcfile"):
+        monkeypatch.setattr(logging, name, getattr(logging, name))  # restored afterwards
+    configure_logging()
+    try:
+        logging.getLogger("sluicegate.ingest.access").info(
+            "request", extra={"fields": {"status": 202, "delivery_id": "d-1"}}
+        )
+        (line,) = capsys.readouterr().err.splitlines()
+        record = orjson.loads(line)
+        assert record["logger"] == "sluicegate.ingest.access"
+        assert (record["message"], record["status"], record["delivery_id"]) == (
+            "request",
+            202,
+            "d-1",
+        )
+        assert logging._srcfile is None and not logging.logThreads
+    finally:
+        root.handlers[0].close()
