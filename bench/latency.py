@@ -233,13 +233,16 @@ def webhook(
     thread.start()
     cores: dict[str, float] | None = None
     before = after = None
+    counted_s = 0.0
     try:
         if meter is not None:
             before = servers.counters()
             meter.start()
+            counted_s = time.monotonic()
         scheduled, ids = asyncio.run(post_all(servers.port, bodies, rate))
         if meter is not None:
             cores = meter.cores()  # the sending, not the wait for stragglers below
+            counted_s = time.monotonic() - counted_s
             after = servers.counters()
         settle(arrivals, {d for d in ids if d}, timeout_s=60)
         late = behind_s(arrivals, {d for d in ids if d}, scheduled[-1])
@@ -262,6 +265,7 @@ def webhook(
         cores,
         transactions=after[0] - before[0] if before and after else None,
         committed_records=after[1] - before[1] if before and after else None,
+        counted_s=counted_s if before and after else None,
     )
 
 

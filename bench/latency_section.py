@@ -32,6 +32,8 @@ class Measured:
     """Transactions the processor committed while this rate was sent (its SIGUSR1 counters)."""
     committed_records: int | None = None
     """Input records those transactions took."""
+    counted_s: float | None = None
+    """Seconds between the two readings of the counters (the sending, however long it took)."""
 
     @property
     def sustained(self) -> bool:
@@ -115,18 +117,18 @@ def transactions_table(webhook: list[list[Measured]], rates: list[float]) -> Tab
     rows: list[list[Cell]] = []
     for rate in rates:
         counted = [
-            m
+            (m, m.transactions, m.committed_records, m.counted_s)
             for run in webhook
             for m in run
-            if m.rate == rate and m.transactions and m.committed_records is not None
+            if m.rate == rate and m.transactions and m.committed_records is not None and m.counted_s
         ]
         if not counted:
             continue
-        per_s = spread([(m.transactions or 0) / (m.sent / m.rate) for m in counted])
-        per_txn = spread([(m.committed_records or 0) / (m.transactions or 1) for m in counted])
+        per_s = spread([txns / seconds for _m, txns, _r, seconds in counted])
+        per_txn = spread([records / txns for _m, txns, records, _s in counted])
         broker = [
-            m.cores["broker"] * (m.sent / m.rate) * 1000 / (m.transactions or 1)
-            for m in counted
+            m.cores["broker"] * seconds * 1000 / txns
+            for m, txns, _r, seconds in counted
             if m.cores and "broker" in m.cores
         ]
         rows.append(

@@ -142,14 +142,17 @@ def test_transactions_and_the_broker_cpu_each_costs_are_tabled_per_rate() -> Non
             cores={"broker": broker},
             transactions=transactions,
             committed_records=1000,
+            counted_s=1000 / rate,
         )
 
     webhook = [[counted(200, 250, 0.7), counted(1000, 40, 0.8)] for _ in range(3)]
+    # A rate the sender could not keep took longer than planned: its own window counts.
+    webhook[2][1] = dataclasses.replace(webhook[2][1], counted_s=2.0, transactions=80)
     s = latency_section(webhook, webhook, seconds=5)
     table = next(t for t in s.tables if t.title.startswith("The processor's transactions"))
     rows = {row[0]: row for row in table.rows}
     assert rows["200"][1:] == ["50 (50 to 50)", "4.0 (4.0 to 4.0)", "14.0 ms (14.0 to 14.0)"]
-    assert rows["1,000"][1:] == ["40 (40 to 40)", "25.0 (25.0 to 25.0)", "20.0 ms (20.0 to 20.0)"]
+    assert rows["1,000"][1:] == ["40 (40 to 40)", "25.0 (12.5 to 25.0)", "20.0 ms (20.0 to 20.0)"]
     assert any(n.startswith("Transactions: the processor's own counters") for n in s.notes)
     # Results without counters (older runs, or a processor that did not answer) have no table.
     assert not any(
