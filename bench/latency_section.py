@@ -256,11 +256,13 @@ def section(
         notes.append(
             "Transactions: the processor's own counters (`kill -USR1`, logged as `counters:`) "
             "read just before and just after each rate was sent. Broker CPU per transaction is "
-            "the broker's CPU over that time divided by the transactions: every transaction "
-            "costs the broker its partition registrations, the commit's two phases and a marker "
-            "in every partition it wrote, whatever the number of deliveries it carries, so at "
-            "low rates (few deliveries per transaction) the broker, not Sluicegate's processes, "
-            "takes most of the CPU, and a rate's latency includes waiting for it."
+            "all of the broker's CPU in that time (the ingest's produce requests and every "
+            "consumer's fetches included) divided by the transactions the processor committed. "
+            "Besides its records, every transaction costs the broker requests of its own "
+            "(registering its partitions and the consumed offsets, the two-phase commit, a "
+            "marker in every partition written); at low rates a transaction carries a few "
+            "deliveries, so the broker takes more CPU than Sluicegate's processes together, "
+            "and a rate's latency includes waiting for it."
         )
     if gate:
         notes.append(
