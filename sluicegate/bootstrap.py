@@ -20,12 +20,13 @@ from projections.projector import Projector
 from streams.adapters.workflow_table import WorkflowTable
 from streams.apps.admission import AdmissionApp
 from streams.apps.gate import GateApp
+from streams.clock import wall_clock_ms
 from streams.core import gate
 from streams.core.admission import AdmissionEvent, Command, OccurrenceState
 from streams.core.journal import Command as JournalCommand
 from streams.core.journal import JournalEvent, RunJournal
 from streams.engine import failpoints
-from streams.engine.processor import Processor, wall_clock_ms
+from streams.engine.processor import Processor
 from streams.kafka.topics import ensure_topics
 from streams.settings import Settings
 

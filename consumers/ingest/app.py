@@ -19,13 +19,14 @@ from collections.abc import AsyncIterator, Callable, Mapping
 from aiohttp import web
 
 from consumers.ingest.access import access_middleware, install_log_filters
-from consumers.ingest.hooks import HOOK_PATH, Directory, Ingest, Outcomes, Sink, wall_clock_ms
+from consumers.ingest.hooks import HOOK_PATH, Directory, Ingest, Outcomes, Sink
 from consumers.ingest.outcomes import OutcomeTracker
 from consumers.ingest.producer import AsyncDeliveryProducer
 from consumers.ingest.settings import IngestSettings
 from consumers.ingest.workflows import WorkflowDirectory
 from schemas.commands import AdmitDelivery
 from streams.adapters.workflow_table import WorkflowTable
+from streams.clock import wall_clock_ms
 from streams.settings import Settings
 
 

@@ -109,11 +109,6 @@ class Outcomes(Protocol):
     async def wait(self, future: asyncio.Future[Outcome], timeout_s: float) -> Outcome | None: ...
 
 
-def wall_clock_ms() -> int:
-    """The default clock: UTC epoch milliseconds."""
-    return time.time_ns() // 1_000_000
-
-
 class Ingest:
     """The request handlers and the components they use; one per application."""
 

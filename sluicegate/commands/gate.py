@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import logging
 
-from sluicegate import bootstrap
 from sluicegate.commands import engine
 from streams.settings import load_settings
 
@@ -20,6 +19,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def cmd_gate(args: argparse.Namespace) -> int:
+    from sluicegate import bootstrap
+
     settings = load_settings()
     engine.log_to_stderr()
     processor = bootstrap.gate_processor(

@@ -16,14 +16,11 @@ from typing import Any
 
 from consumers.gateway.operator import send_commands
 from consumers.gateway.settings import GatewaySettings
-from projections import queries
-from projections.queries import journal as journal_queries
 from schemas.commands import RecoverRun
-from sluicegate import bootstrap
 from sluicegate.commands import engine
 from sluicegate.output import print_json, print_table
+from streams.clock import wall_clock_ms
 from streams.engine import failpoints
-from streams.engine.processor import wall_clock_ms
 from streams.settings import Settings, load_settings
 
 
@@ -67,6 +64,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def cmd_gateway(args: argparse.Namespace) -> int:
+    from sluicegate import bootstrap
+
     engine.log_to_stderr()
     settings = load_settings()
     gateway = GatewaySettings.from_env()
@@ -107,6 +106,9 @@ def operator_name() -> str:
 
 
 def cmd_recover(args: argparse.Namespace) -> int:
+    from projections import queries
+    from projections.queries import journal as journal_queries
+
     settings = load_settings()
     if args.run:
         runs = [args.run]
@@ -166,6 +168,8 @@ def cmd_recover(args: argparse.Namespace) -> int:
 
 def wait_for(settings: Settings, wait_s: float, probe: Any) -> dict[str, Any]:
     """Poll ``probe(conn, schema) -> {name: row | None}`` until every row is there."""
+    from projections import queries
+
     deadline = time.monotonic() + wait_s
     with queries.reader(settings) as (conn, schema):
         while True:

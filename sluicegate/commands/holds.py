@@ -12,14 +12,12 @@ import sys
 import uuid
 
 from consumers.gateway.operator import RESOLUTIONS, run_of, send_commands
-from projections import queries
 from projections.errors import NotInProjection
-from projections.queries import journal as journal_queries
 from schemas.commands import ResolveHold
 from sluicegate.commands.gateway import operator_name, wait_for
 from sluicegate.errors import SluicegateError
 from sluicegate.output import print_json, print_table
-from streams.engine.processor import wall_clock_ms
+from streams.clock import wall_clock_ms
 from streams.settings import load_settings
 
 
@@ -47,6 +45,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def cmd_holds_list(args: argparse.Namespace) -> int:
+    from projections import queries
+    from projections.queries import journal as journal_queries
+
     settings = load_settings()
     with queries.reader(settings) as (conn, schema):
         holds = journal_queries.list_holds(conn, schema, resolved=args.all)
@@ -71,6 +72,9 @@ def cmd_holds_list(args: argparse.Namespace) -> int:
 
 
 def cmd_holds_resolve(args: argparse.Namespace) -> int:
+    from projections import queries
+    from projections.queries import journal as journal_queries
+
     settings = load_settings()
     if not args.reason.strip():
         raise SluicegateError("--reason must say why the hold is resolved (it is audited)")

@@ -6,8 +6,6 @@ from __future__ import annotations
 import argparse
 import os
 
-from consumers.ingest.settings import IngestSettings
-from sluicegate import bootstrap
 from streams.settings import SettingsError, load_settings
 
 
@@ -37,6 +35,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def run(args: argparse.Namespace) -> int:
+    from consumers.ingest.settings import IngestSettings
+    from sluicegate import bootstrap
+
     settings = load_settings()
     if args.http:
         try:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 
-from projections import queries
 from sluicegate.output import clip, print_json, print_pairs, print_table
 from streams.settings import load_settings
 
@@ -19,6 +18,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def cmd_occurrences_show(args: argparse.Namespace) -> int:
+    from projections import queries
+
     found = queries.found(
         load_settings(), "occurrence or delivery", args.key, queries.get_occurrence
     )

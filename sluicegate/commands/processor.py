@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import logging
 
-from sluicegate import bootstrap, native
+from sluicegate import native
 from sluicegate.commands import engine
 from streams.settings import load_settings
 
@@ -18,6 +18,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def cmd_processor(args: argparse.Namespace) -> int:
+    from sluicegate import bootstrap
+
     settings = load_settings()
     engine.log_to_stderr()
     logging.getLogger("sluicegate.processor").info("admission core: %s", native.mode())

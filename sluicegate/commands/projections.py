@@ -10,8 +10,6 @@ import threading
 import time
 from types import FrameType
 
-from projections.rebuild import rebuild
-from sluicegate import bootstrap
 from streams.settings import load_settings
 
 
@@ -49,6 +47,8 @@ def _logging() -> None:
 
 
 def cmd_projector(args: argparse.Namespace) -> int:
+    from sluicegate import bootstrap
+
     _logging()
     log = logging.getLogger("sluicegate.projector")
     settings = load_settings()
@@ -79,6 +79,8 @@ def cmd_projector(args: argparse.Namespace) -> int:
 
 
 def cmd_rebuild(args: argparse.Namespace) -> int:
+    from projections.rebuild import rebuild
+
     _logging()
     logging.getLogger("sluicegate.projector").setLevel(logging.WARNING)
     settings = load_settings()

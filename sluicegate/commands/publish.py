@@ -14,12 +14,12 @@ from schemas.commands import AdmitDelivery
 from sluicegate.errors import SluicegateError
 from streams.adapters.deliveries import DeliveryProducer, new_delivery_id
 from streams.adapters.workflow_table import WorkflowTable
+from streams.clock import wall_clock_ms
 from streams.core.cloudevents import CloudEvent, is_event, read_event
 from streams.core.errors import Refusal
 from streams.core.intake import DuplicateKey, TooDeep, intake, parse_json_object
 from streams.core.refusals import bad_delivery_id
 from streams.core.workflow import ENVIRONMENTS
-from streams.engine.processor import wall_clock_ms
 from streams.settings import Settings, load_settings
 
 

@@ -15,7 +15,6 @@ from typing import Any
 
 from confluent_kafka import KafkaException
 
-from projections import queries
 from projections.errors import ProjectionError
 from schemas.codec import encode
 from schemas.commands import AuthorizeRerun
@@ -51,6 +50,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def cmd_runs_show(args: argparse.Namespace) -> int:
+    from projections import queries
+
     run = queries.found(load_settings(), "run", args.run_id, queries.get_run)
     if args.json:
         print_json(run)
@@ -180,6 +181,8 @@ def _summary(record: dict[str, Any]) -> str:
 
 
 def cmd_runs_timeline(args: argparse.Namespace) -> int:
+    from projections import queries
+
     settings = load_settings()
     events = queries.found(settings, "run", args.run_id, queries.get_timeline)
     if args.json:
@@ -224,11 +227,15 @@ def cmd_runs_timeline(args: argparse.Namespace) -> int:
 
 
 def _candidates(settings: Settings, run_id: str) -> list[Any]:
+    from projections import queries
+
     with queries.reader(settings) as (conn, schema):
         return queries.get_run_candidates(conn, schema, run_id)
 
 
 def cmd_runs_rerun(args: argparse.Namespace) -> int:
+    from projections import queries
+
     settings = load_settings()
     if not args.reason.strip():
         raise ProjectionError("--reason must say why the run is rerun")
@@ -293,6 +300,8 @@ def _produce_rerun(settings: Settings, request: AuthorizeRerun) -> None:
 
 
 def _wait_for_rerun(settings: Any, request_id: str, wait_s: float) -> dict[str, Any] | None:
+    from projections import queries
+
     deadline = time.monotonic() + wait_s
     with queries.reader(settings) as (conn, schema):
         while True:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 
-from projections import queries
 from sluicegate.output import print_json, print_table
 from streams.settings import load_settings
 
@@ -21,6 +20,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def cmd_scopes_show(args: argparse.Namespace) -> int:
+    from projections import queries
+
     found = queries.found(load_settings(), "decision scope", args.scope_key, queries.get_scope)
     if args.json:
         print_json(found)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 
-from projections import queries
 from sluicegate.output import print_json
 from streams.settings import load_settings
 
@@ -16,6 +15,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def cmd_stats(args: argparse.Namespace) -> int:
+    from projections import queries
+
     settings = load_settings()
     with queries.reader(settings) as (conn, schema):
         stats = queries.get_stats(conn, schema)

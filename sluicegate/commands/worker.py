@@ -7,8 +7,6 @@ import logging
 import signal
 import sys
 
-from consumers.branch_worker import demo_handler
-from sluicegate import bootstrap
 from streams.settings import load_settings
 
 
@@ -42,6 +40,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def cmd_worker(args: argparse.Namespace) -> int:
+    from consumers.branch_worker import demo_handler
+    from sluicegate import bootstrap
+
     logging.basicConfig(
         level=logging.INFO,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",

@@ -13,9 +13,9 @@ from schemas.topics import WORKFLOWS
 from sluicegate.errors import SluicegateError
 from sluicegate.output import print_rows
 from streams.adapters.workflow_table import WorkflowTable
+from streams.clock import wall_clock_ms
 from streams.core.errors import IdentityChanged, WorkflowFileError
 from streams.core.workflow import parse_workflow_file, revise, workflow_key
-from streams.engine.processor import wall_clock_ms
 from streams.kafka.clients import idempotent_producer
 from streams.kafka.topics import ensure_topics
 from streams.settings import load_settings

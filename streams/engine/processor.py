@@ -76,6 +76,7 @@ from typing import Generic, TypeVar
 from confluent_kafka import KafkaException, TopicPartition
 
 from schemas.topics import DEAD_LETTERS
+from streams.clock import wall_clock_ms
 from streams.engine import failpoints
 from streams.engine import transactions as txn
 from streams.engine.app import StreamApp
@@ -110,10 +111,6 @@ class _Outcome(enum.Enum):
     COMMITTED = "committed"
     ABORTED = "aborted"
     STALE = "stale"  # aborted: this instance's group generation is stale
-
-
-def wall_clock_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 class Processor(Generic[S, C, E]):
