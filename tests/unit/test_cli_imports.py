@@ -26,3 +26,9 @@ def imported_after(code: str) -> set[str]:
 def test_building_the_parser_imports_no_component() -> None:
     modules = imported_after("from sluicegate.cli import build_parser; build_parser()")
     assert not modules & set(HEAVY)
+
+
+def test_the_composition_root_imports_a_component_only_when_building_it() -> None:
+    modules = imported_after("import sluicegate.bootstrap")
+    others = {"psycopg", "aiohttp", "projections.projector", "consumers.gateway.app"}
+    assert not modules & (others | {"consumers.branch_worker", "streams.apps.gate"})
