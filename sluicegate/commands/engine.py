@@ -83,6 +83,8 @@ def run_until_signalled(
     after the signal; the counters count committed transactions only.
     """
 
+    started = time.monotonic()  # before the handlers: SIGUSR1 may come at once
+
     def stop(_signum: int, _frame: object) -> None:
         processor.stop()
 
@@ -92,7 +94,6 @@ def run_until_signalled(
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
     signal.signal(signal.SIGUSR1, report)
-    started = time.monotonic()
     try:
         processor.run()
     finally:
