@@ -64,8 +64,7 @@ from schemas.registry import get_registry
 from schemas.topics import RUNS
 
 ADMITTED_HEADER = get_registry().by_class[RunAdmitted].header
-COUNTERS = "counters: "
-COUNTED = re.compile(r"counters: records=(?P<records>\d+) \S+ batches=(?P<batches>\d+)")
+COUNTED = re.compile(r"counters: records=(\d+) \S+ batches=(\d+)")
 
 
 def admitted_delivery(value: bytes) -> str | None:
@@ -119,22 +118,23 @@ class Servers:
     def counters(self, timeout_s: float = 10.0) -> tuple[int, int] | None:
         """The processor's committed (transactions, input records) so far: it logs them when
         sent SIGUSR1. ``None`` if no answer came within ``timeout_s``."""
-        processor = self.children[1]
-        seen = self._processor_log.read_text(errors="replace").count(COUNTERS)
-        processor.send_signal(signal.SIGUSR1)
+        seen = len(self._counted())
+        self.children[1].send_signal(signal.SIGUSR1)
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
-            lines = [
-                line
-                for line in self._processor_log.read_text(errors="replace").splitlines()
-                if COUNTERS in line
-            ]
-            if len(lines) > seen:
-                found = COUNTED.search(lines[seen])
-                if found is not None:
-                    return int(found["batches"]), int(found["records"])
+            found = self._counted()
+            if len(found) > seen:
+                records, batches = found[seen]
+                return int(batches), int(records)
             time.sleep(0.02)
         return None
+
+    def _counted(self) -> list[tuple[str, str]]:
+        """(records, batches) of every counters line the processor has logged so far."""
+        found: list[tuple[str, str]] = COUNTED.findall(
+            self._processor_log.read_text(errors="replace")
+        )
+        return found
 
     def close(self) -> None:
         stop_children(self.children)

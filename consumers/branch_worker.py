@@ -50,6 +50,7 @@ from schemas.commands import (
 from schemas.errors import SchemaError
 from schemas.events import BranchLaunched, BranchRelaunched
 from schemas.topics import BRANCH_RESULTS, TASKS
+from streams.clock import wall_clock_ms
 from streams.kafka.clients import idempotent_producer, read_committed_consumer
 from streams.kafka.consuming import take
 from streams.settings import Settings
@@ -150,10 +151,6 @@ Handler = Callable[[Task], "dict[str, object] | Proposal | Skip"]
 Report = ReportBranchStarted | ReportBranchCompleted | ReportBranchFailed | ReportBranchSkipped
 
 
-def _now_ms() -> int:
-    return time.time_ns() // 1_000_000
-
-
 class BranchWorker:
     """Serves ``slots`` with ``handler``; one consumer group per worker ``group``."""
 
@@ -166,7 +163,7 @@ class BranchWorker:
         deadline_slots: Sequence[str] | None = None,
         clock_uncertainty_ms: int = 0,
         group: str = "branch-workers",
-        clock: Callable[[], int] = _now_ms,
+        clock: Callable[[], int] = wall_clock_ms,
         name: str | None = None,
     ) -> None:
         self.handler = handler

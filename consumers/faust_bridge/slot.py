@@ -26,7 +26,6 @@ from __future__ import annotations
 import asyncio
 import functools
 import socket
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -38,11 +37,8 @@ from consumers.faust_bridge.app import records
 from schemas.commands import ReportBranchStarted
 from schemas.events import BranchLaunched, BranchRelaunched
 from schemas.topics import BRANCH_RESULTS, TASKS
+from streams.clock import wall_clock_ms
 from streams.settings import Settings
-
-
-def _now_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 @dataclass
@@ -63,7 +59,7 @@ def serve_slot(
     slots: Sequence[str] | None = None,
     deadline_slots: Sequence[str] | None = None,
     clock_uncertainty_ms: int = 0,
-    clock: Callable[[], int] = _now_ms,
+    clock: Callable[[], int] = wall_clock_ms,
     name: str | None = None,
     table: str = "reported-tasks",
 ) -> SlotAgent:

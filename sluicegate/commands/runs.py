@@ -20,6 +20,7 @@ from schemas.codec import encode
 from schemas.commands import AuthorizeRerun
 from schemas.topics import DELIVERIES
 from sluicegate.output import clip, print_json, print_pairs, print_table
+from streams.clock import wall_clock_ms
 from streams.kafka.clients import idempotent_producer
 from streams.settings import Settings, load_settings
 
@@ -246,7 +247,7 @@ def cmd_runs_rerun(args: argparse.Namespace) -> int:
         run_id=args.run_id,
         reason=args.reason,
         requested_by=os.environ.get("USER") or "operator",
-        requested_at_ms=int(time.time() * 1000),
+        requested_at_ms=wall_clock_ms(),
     )
     _produce_rerun(settings, request)
     if not args.json:

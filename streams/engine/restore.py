@@ -54,6 +54,7 @@ from confluent_kafka import (
 from confluent_kafka.admin import ConfigResource, ResourceType  # type: ignore[attr-defined]
 
 from streams import collector
+from streams.clock import wall_clock_ms
 from streams.engine import checkpoint
 from streams.engine.checkpoint import CheckpointError
 from streams.engine.store import PARTITIONS_KEY, PartitionStore
@@ -231,7 +232,9 @@ class Restorer:
         except StateRestoreError as e:
             log.warning("%s[%d]: %s; restoring in full", topic, partition, e)
             return PartitionStore(path, fresh=True), None
-        why = checkpoint.judge(kept, changelog, partitions=count, owner=owner, now_ms=_now_ms())
+        why = checkpoint.judge(
+            kept, changelog, partitions=count, owner=owner, now_ms=wall_clock_ms()
+        )
         if why is None and path.is_dir():
             try:
                 store = PartitionStore(path, fresh=False)
@@ -283,7 +286,7 @@ class Restorer:
                 offset=changelog.high,
                 sequence=sequence,
                 owner=owner,
-                written_ms=_now_ms(),
+                written_ms=wall_clock_ms(),
             ),
         )
 
@@ -403,10 +406,6 @@ def release_freed_memory() -> None:
         libc.malloc_trim(0)
     except (OSError, AttributeError):
         return
-
-
-def _now_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 def _names(partitions: Sequence[TopicPartition]) -> str:
