@@ -11,6 +11,10 @@ into PostgreSQL, as separate processes on the same machine, and samples every ha
   the same transaction as its rows). A transaction marker takes an offset too, so a
   projector that is caught up shows at most one per partition.
 
+It also reads the CPU the processor, the projector, every PostgreSQL process (autovacuum
+included) and the local broker used until the last outcome became visible: what the
+projector's share of the machine was, and who took the rest.
+
 The lag is bounded when it stops growing while the processor still works
 (:attr:`bench.projection_report.KeepUp.bounded`). Section 4 reports it; the processor's rate
 here is not among section 1's timed runs (the projector takes CPU the processor would
@@ -27,6 +31,7 @@ from confluent_kafka import Consumer, TopicPartition
 from psycopg import sql
 
 from bench.backlog import Backlog, OutcomeCounter, Stage, start_child, stop_children
+from bench.cpu import CpuMeter, broker_pid, of_pid, postgres_cpu_seconds
 from bench.projection_report import KeepUp, Sample
 from projections.db import connect, schema_name
 from projections.rebuild import drop_schema
@@ -82,6 +87,17 @@ def measure(backlog: Backlog, partitions: int, timeout_s: float) -> KeepUp:
             start_child(stage, "keepup-processor", ["processor", "--instance-id", "keepup"])
         )
         children.append(start_child(stage, "keepup-projector", ["projector"]))
+        meter = CpuMeter(
+            {
+                "processor": of_pid(children[0].pid),
+                "projector": of_pid(children[1].pid),
+                "PostgreSQL": postgres_cpu_seconds,
+                "broker": of_pid(broker_pid()),
+            }
+        )
+        meter.start()
+        cpu_s: dict[str, float] = {}
+        cpu_over_s = 0.0
         samples: list[Sample] = []
         admitted_at: float | None = None
         caught_at: float | None = None
@@ -91,6 +107,8 @@ def measure(backlog: Backlog, partitions: int, timeout_s: float) -> KeepUp:
             now = time.monotonic()
             if admitted_at is None and counter.reached_at is not None:
                 admitted_at = counter.reached_at
+                cpu_s = meter.seconds()  # within one sample (0.5 s) of the last outcome
+                cpu_over_s = time.monotonic() - meter.started
             projected = _projected(pg, schema)
             lag = None
             ends = _ends(ends_reader, stage.settings)
@@ -115,6 +133,8 @@ def measure(backlog: Backlog, partitions: int, timeout_s: float) -> KeepUp:
             samples=samples,
             caught_up_s=None if caught_at is None else caught_at - admitted_at,
             written=sum(_ends(ends_reader, stage.settings).values()),
+            cpu_s=cpu_s,
+            cpu_over_s=cpu_over_s,
         )
     finally:
         if counter is not None:

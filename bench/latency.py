@@ -55,6 +55,7 @@ from bench.backlog import (
     stop_children,
     stop_on_sigterm,
 )
+from bench.cpu import CpuMeter, broker_pid, of_pid
 from bench.latency_section import Measured, section
 from bench.results import write
 from bench.tails import Arrivals, behind_s, settle, tail, tail_consumer
@@ -183,45 +184,6 @@ def candles(count: int, tag: str) -> list[bytes]:
     return [orjson.dumps(candle(f"lat-{tag}-{i:07d}")) for i in range(count)]
 
 
-def cpu_seconds(pid: int) -> float | None:
-    """User + system CPU seconds of ``pid`` so far (None if it is gone or not on Linux)."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return None
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def broker_pid() -> int | None:
-    """The local broker's pid (``make up`` writes it), None when Kafka runs elsewhere."""
-    try:
-        return int((ROOT / "var" / "kafka" / "kafka.pid").read_text().split()[0])
-    except (OSError, ValueError, IndexError):
-        return None
-
-
-class CpuMeter:
-    """CPU used by named processes between :meth:`start` and :meth:`cores`."""
-
-    def __init__(self, pids: dict[str, int | None]) -> None:
-        self.pids = {name: pid for name, pid in pids.items() if pid is not None}
-        self._before: dict[str, float] = {}
-        self._started = 0.0
-
-    def start(self) -> None:
-        self._started = time.monotonic()
-        self._before = {n: c for n, pid in self.pids.items() if (c := cpu_seconds(pid)) is not None}
-
-    def cores(self) -> dict[str, float]:
-        elapsed = time.monotonic() - self._started
-        used = {}
-        for name, before in self._before.items():
-            after = cpu_seconds(self.pids[name])
-            if after is not None and elapsed > 0:
-                used[name] = round((after - before) / elapsed, 3)
-        return used
-
-
 def webhook(
     stage: Stage, servers: Servers, rate: float, seconds: float, meter: CpuMeter | None = None
 ) -> Measured:
@@ -348,11 +310,11 @@ def main(argv: list[str] | None = None) -> int:
             ingest, processor = (child.pid for child in servers.children)
             meter = CpuMeter(
                 {
-                    "ingest": ingest,
-                    "processor": processor,
-                    "gate": gate.child.pid,
-                    "broker": broker_pid(),
-                    "benchmark process": os.getpid(),
+                    "ingest": of_pid(ingest),
+                    "processor": of_pid(processor),
+                    "gate": of_pid(gate.child.pid),
+                    "broker": of_pid(broker_pid()),
+                    "benchmark process": of_pid(os.getpid()),
                 }
             )
             for rate in rates:

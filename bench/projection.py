@@ -254,6 +254,7 @@ def main(argv: list[str] | None = None) -> None:
             events_per_delivery=per_delivery,
             batch_size=Projector.DEFAULT_BATCH,
             profiles=found,
+            cores=os.cpu_count() or 0,
         )
         write(section(setting, runs, keepups), args.out)
         print(f"wrote {args.out}", file=sys.stderr)

@@ -45,6 +45,8 @@ class Setting:
     events_per_delivery: float
     batch_size: int
     profiles: dict[str, list[str]] = field(default_factory=dict)
+    cores: int = 0
+    """The machine's cores (0: not known)."""
 
 
 @dataclass(frozen=True)
@@ -69,6 +71,11 @@ class KeepUp:
     not within the catch-up bound)."""
     written: int
     """Offsets the processor wrote to the projected topics in all."""
+    cpu_s: dict[str, float] = field(default_factory=dict)
+    """CPU seconds per part (processor, projector, PostgreSQL, broker) from the start of both
+    processes until the last outcome was seen visible (within one sample of it)."""
+    cpu_over_s: float = 0.0
+    """The seconds :attr:`cpu_s` was read over."""
 
     @property
     def rate(self) -> float:
@@ -171,7 +178,13 @@ def section(setting: Setting, runs: Sequence[Run], keepups: Sequence[KeepUp] = (
     tables = [table]
     if keepups:
         tables.append(_keep_up_table(keepups))
+        cpu = _keep_up_cpu_table(keepups, setting.cores)
+        if cpu is not None:
+            tables.append(cpu)
         notes.append(_keep_up_note(keepups))
+        limit = _keep_up_cpu_note(keepups, setting.cores)
+        if limit:
+            notes.append(limit)
     notes.append(
         f"Deliveries/s equivalent: events/s divided by {per:g} events per delivery "
         "(issue 12's figure for what admission writes per delivery). The live figure is the "
@@ -276,6 +289,70 @@ def _keep_up_note(keepups: Sequence[KeepUp]) -> str:
         "between each partition's end and the next offset it stored in PostgreSQL; a "
         "transaction marker counts one) sampled every 0.5 s. Its processor rate is lower than "
         "section 1's: the projector and PostgreSQL take CPU from it."
+    )
+
+
+CPU_PARTS = ("processor", "broker", "projector", "PostgreSQL")
+"""The parts whose CPU a keep-up run reads, in the order the table shows them."""
+
+
+def _cpu_runs(keepups: Sequence[KeepUp]) -> list[KeepUp]:
+    return [k for k in keepups if k.cpu_s and k.cpu_over_s > 0]
+
+
+def _keep_up_cpu_table(keepups: Sequence[KeepUp], cores: int) -> Table | None:
+    """Each part's CPU while the processor admitted, per delivery and in cores (median of the
+    runs, min to max): who used the machine the projector shared."""
+    measured = _cpu_runs(keepups)
+    if not measured:
+        return None
+    rows: list[list[Cell]] = []
+    for name in (*CPU_PARTS, "together"):
+        runs = [k for k in measured if name == "together" or name in k.cpu_s]
+        if not runs:
+            continue
+        used = [sum(k.cpu_s.values()) if name == "together" else k.cpu_s[name] for k in runs]
+        per = spread([u / k.deliveries * 1e6 for u, k in zip(used, runs, strict=True)])
+        busy = spread([u / k.cpu_over_s for u, k in zip(used, runs, strict=True)])
+        of = f" of {cores}" if name == "together" and cores else ""
+        rows.append(
+            [
+                name,
+                f"{per.median:,.0f} ({per.low:,.0f} to {per.high:,.0f})",
+                f"{busy.median:.2f}{of} ({busy.low:.2f} to {busy.high:.2f})",
+            ]
+        )
+    return Table(
+        "CPU while the processor admitted beside the projector (median of runs, min to max)",
+        ["part", "CPU per delivery (us)", "cores"],
+        rows,
+    )
+
+
+def _keep_up_cpu_note(keepups: Sequence[KeepUp], cores: int) -> str:
+    """What the CPU figures say limits the projector beside a processor ('' if unmeasured)."""
+    measured = _cpu_runs(keepups)
+    if not measured:
+        return ""
+
+    def per_delivery(*names: str) -> float:
+        return spread(
+            [sum(k.cpu_s.get(n, 0.0) for n in names) / k.deliveries * 1e6 for k in measured]
+        ).median
+
+    busy = spread([sum(k.cpu_s.values()) / k.cpu_over_s for k in measured]).median
+    projecting = per_delivery("projector", "PostgreSQL")
+    admitting = per_delivery("processor", "broker")
+    of = f" of the machine's {cores}" if cores else ""
+    return (
+        f"CPU beside the processor: the four parts together kept {busy:.2f} cores{of} busy. "
+        f"Projecting a delivery's records took {projecting:,.0f} us of CPU (the projector and "
+        f"PostgreSQL's backends, autovacuum included), admitting it {admitting:,.0f} us "
+        "(the processor and the broker): whatever the machine has left after admission is "
+        "what the projector and PostgreSQL share, so keeping up needs projecting to cost no "
+        "more than that share of each delivery. PostgreSQL's part is its upserts (each "
+        "record's rows copied into a temporary table, then INSERT ... ON CONFLICT), the "
+        "indexes of event_log and the tables, and parsing every record's JSON into jsonb."
     )
 
 

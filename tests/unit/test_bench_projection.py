@@ -73,3 +73,35 @@ def test_a_projector_keeps_up_when_its_lag_stops_growing_and_it_catches_up() -> 
     table = section(SETTING, runs, [falling_behind]).tables[1]
     assert table.rows[0][1:4] == ["100", "1,000", "+100"]
     assert table.rows[0][-1] == "no"
+
+
+def test_keep_up_cpu_is_shown_per_delivery_and_in_cores_and_named_in_a_note() -> None:
+    lags = [100 * (t + 1) for t in range(10)]
+    runs = [Run(10_000, live_s=1.0, rebuild_s=1.0, copy_s=0.5)]
+    cpu = {"processor": 0.2, "broker": 0.3, "projector": 0.4, "PostgreSQL": 0.5}
+    measured = [
+        KeepUp(1000, 10.0, keep_up(lags).samples, None, 10_000, cpu_s=cpu, cpu_over_s=1.0),
+        KeepUp(
+            1000,
+            10.0,
+            keep_up(lags).samples,
+            None,
+            10_000,
+            cpu_s={k: 2 * v for k, v in cpu.items()},
+            cpu_over_s=2.0,
+        ),
+        keep_up(lags),  # read no CPU (an older run): left out of the CPU figures
+    ]
+    setting = Setting(10_000, 900, 20_000, 5, 2000, cores=2)
+    s = section(setting, runs, measured)
+    table = next(t for t in s.tables if t.title.startswith("CPU while the processor"))
+    rows = {row[0]: row[1:] for row in table.rows}
+    assert rows["processor"] == ["300 (200 to 400)", "0.20 (0.20 to 0.20)"]
+    assert rows["PostgreSQL"] == ["750 (500 to 1,000)", "0.50 (0.50 to 0.50)"]
+    assert rows["together"] == ["2,100 (1,400 to 2,800)", "1.40 of 2 (1.40 to 1.40)"]
+    note = next(n for n in s.notes if n.startswith("CPU beside the processor"))
+    assert "1.40 cores of the machine's 2 busy" in note
+    assert "took 1,350 us of CPU" in note and "admitting it 750 us" in note
+    assert not any(
+        t.title.startswith("CPU while") for t in section(SETTING, runs, [keep_up(lags)]).tables
+    )

@@ -1,0 +1,99 @@
+"""CPU time of the processes a benchmark watches, read from ``/proc`` (Linux only).
+
+Every reader returns CPU seconds so far (user + system), or None when what it reads is not on
+this machine (the broker runs elsewhere, a process is gone, not Linux): a meter then leaves
+that part out instead of reporting zero.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from bench.backlog import ROOT
+
+Reader = Callable[[], float | None]
+_TICKS = os.sysconf("SC_CLK_TCK")
+PROC = Path("/proc")
+
+
+def _stat(pid: int | str, proc: Path = PROC) -> tuple[str, list[str]] | None:
+    """The command name and the fields after it of ``/proc/<pid>/stat`` (None if gone)."""
+    try:
+        text = (proc / str(pid) / "stat").read_text()
+    except OSError:
+        return None
+    head, _, rest = text.rpartition(")")
+    return head.partition("(")[2], rest.split()
+
+
+def cpu_seconds(pid: int) -> float | None:
+    """User + system CPU seconds of ``pid`` so far (None if it is gone or not on Linux)."""
+    found = _stat(pid)
+    if found is None:
+        return None
+    fields = found[1]
+    return (int(fields[11]) + int(fields[12])) / _TICKS
+
+
+def of_pid(pid: int | None) -> Reader:
+    """A reader of one process's CPU seconds (always None for ``pid`` None)."""
+    return lambda: None if pid is None else cpu_seconds(pid)
+
+
+def broker_pid() -> int | None:
+    """The local broker's pid (``make up`` writes it), None when Kafka runs elsewhere."""
+    try:
+        return int((ROOT / "var" / "kafka" / "kafka.pid").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def postgres_cpu_seconds(proc: Path = PROC) -> float | None:
+    """CPU seconds of every PostgreSQL process on this machine so far: the server's own
+    processes, every backend and autovacuum worker, and (through the postmaster's counts of
+    its waited-for children) those that have exited. None when none runs here."""
+    if not proc.is_dir():
+        return None
+    total, seen = 0.0, False
+    for entry in os.scandir(proc):
+        if not entry.name.isdigit():
+            continue
+        found = _stat(entry.name, proc)
+        if found is None or found[0] != "postgres":
+            continue
+        fields = found[1]
+        seen = True
+        total += sum(int(f) for f in fields[11:15]) / _TICKS
+    return total if seen else None
+
+
+class CpuMeter:
+    """CPU used by named parts (each a :data:`Reader`) between :meth:`start` and a reading."""
+
+    def __init__(self, readers: dict[str, Reader]) -> None:
+        self.readers = readers
+        self._before: dict[str, float] = {}
+        self.started = 0.0
+
+    def start(self) -> None:
+        self.started = time.monotonic()
+        self._before = {n: c for n, read in self.readers.items() if (c := read()) is not None}
+
+    def seconds(self) -> dict[str, float]:
+        """CPU seconds of each part since :meth:`start` (parts unreadable then or now left out)."""
+        used = {}
+        for name, before in self._before.items():
+            after = self.readers[name]()
+            if after is not None:
+                used[name] = after - before
+        return used
+
+    def cores(self) -> dict[str, float]:
+        """Each part's CPU since :meth:`start` per second elapsed (1.0: one core busy)."""
+        elapsed = time.monotonic() - self.started
+        if elapsed <= 0:
+            return {}
+        return {name: round(s / elapsed, 3) for name, s in self.seconds().items()}

@@ -1,0 +1,49 @@
+"""bench.cpu: CPU seconds read from /proc, PostgreSQL's summed over its processes."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+from bench.cpu import CpuMeter, cpu_seconds, of_pid, postgres_cpu_seconds
+
+
+def _process(proc: Path, pid: int, comm: str, utime: int, stime: int, *, cutime: int = 0) -> None:
+    # Fields after the command name: state, ppid, ..., utime is the 12th, cstime the 15th.
+    after = ["S", "1", *["0"] * 9, str(utime), str(stime), str(cutime), "0", "20", "0"]
+    (proc / str(pid)).mkdir()
+    (proc / str(pid) / "stat").write_text(f"{pid} ({comm}) {' '.join(after)}\n")
+
+
+def test_postgres_cpu_sums_every_postgres_process_and_its_exited_children(tmp_path: Path) -> None:
+    ticks = os.sysconf("SC_CLK_TCK")
+    _process(tmp_path, 10, "postgres", 2 * ticks, ticks, cutime=3 * ticks)  # the postmaster
+    _process(tmp_path, 11, "postgres", ticks, 0)  # a backend
+    _process(tmp_path, 12, "python3 (x)", 50 * ticks, 0)  # not PostgreSQL, odd name
+    (tmp_path / "self").mkdir()
+    assert postgres_cpu_seconds(tmp_path) == 7.0
+
+
+def test_no_postgres_process_reads_as_unknown_not_zero(tmp_path: Path) -> None:
+    _process(tmp_path, 12, "java", 5, 0)
+    assert postgres_cpu_seconds(tmp_path) is None
+    assert postgres_cpu_seconds(tmp_path / "absent") is None
+
+
+def test_a_meter_reports_what_each_part_used_and_leaves_out_unreadable_ones() -> None:
+    clock = {"a": 1.0, "b": 5.0}
+    meter = CpuMeter({"a": lambda: clock["a"], "b": lambda: clock["b"], "gone": of_pid(None)})
+    meter.start()
+    clock["a"], clock["b"] = 1.5, 7.0
+    assert meter.seconds() == {"a": 0.5, "b": 2.0}
+
+
+def test_own_cpu_seconds_grow_while_working() -> None:
+    before = cpu_seconds(os.getpid())
+    assert before is not None
+    deadline = time.process_time() + 0.05
+    while time.process_time() < deadline:
+        pass
+    after = cpu_seconds(os.getpid())
+    assert after is not None and after > before
