@@ -45,6 +45,10 @@ from bench.results import Section, Series, Table, Target, spread, write
 from streams.settings import Settings, load_settings
 
 SETTLE_S = 3.0
+REST_CORES = 0.1
+"""A processor using less CPU than this over a whole second is at rest (RocksDB's compaction
+of what the restore wrote, which runs in the first seconds after a large one, has finished)."""
+REST_WAIT_S = 60.0
 RESTORE_TARGET_S = 10.0
 RSS_SPREAD = 0.20
 STATE_ROOT = Path("var/bench-state")
@@ -73,6 +77,8 @@ class Size:
     restart_s: list[float] = field(default_factory=list)
     restart_records: list[int] = field(default_factory=list)
     wrong: list[str] = field(default_factory=list)
+    rest_rss_mib: list[float] = field(default_factory=list)
+    """RSS once the processor was at rest (:data:`REST_CORES`); not measured: empty."""
 
 
 def env_for(settings: Settings) -> dict[str, str]:
@@ -118,8 +124,38 @@ def rss_mib(pid: int) -> float:
     raise RuntimeError(f"no VmRSS for {pid}")
 
 
-def run_child(settings: Settings) -> tuple[dict[str, float], float]:
-    """Start a processor, wait for its assignment; (what it reported, its largest RSS)."""
+def largest_rss(child: subprocess.Popen[str], seconds: float) -> float:
+    """The largest of ``child``'s RSS sampled every 0.1 s for ``seconds``."""
+    peak = 0.0
+    until = time.monotonic() + seconds
+    while time.monotonic() < until:
+        if child.poll() is not None:
+            raise RuntimeError(f"the processor stopped ({child.returncode}); see its log")
+        peak = max(peak, rss_mib(child.pid))
+        time.sleep(0.1)
+    return peak
+
+
+def wait_at_rest(child: subprocess.Popen[str]) -> bool:
+    """Wait until ``child`` used less than :data:`REST_CORES` over a whole second (False:
+    not within :data:`REST_WAIT_S`)."""
+    from bench.cpu import cpu_seconds
+
+    give_up = time.monotonic() + REST_WAIT_S
+    while time.monotonic() < give_up:
+        before = cpu_seconds(child.pid)
+        time.sleep(1.0)
+        after = cpu_seconds(child.pid)
+        if before is None or after is None:
+            raise RuntimeError(f"the processor stopped ({child.poll()}); see its log")
+        if after - before < REST_CORES:
+            return True
+    return False
+
+
+def run_child(settings: Settings) -> tuple[dict[str, float], float, float | None]:
+    """Start a processor, wait for its assignment; (what it reported, its largest RSS in the
+    :data:`SETTLE_S` after it, its largest RSS over :data:`SETTLE_S` once at rest or None)."""
     child = subprocess.Popen(
         [sys.executable, "-m", "bench.recovery", "--child"],
         env=env_for(settings),
@@ -132,17 +168,12 @@ def run_child(settings: Settings) -> tuple[dict[str, float], float]:
         if not line:
             raise RuntimeError(f"the processor exited ({child.wait()}) before its assignment")
         report: dict[str, float] = json.loads(line)
-        peak = 0.0
-        settle = time.monotonic() + SETTLE_S
-        while time.monotonic() < settle:
-            if child.poll() is not None:
-                raise RuntimeError(f"the processor stopped ({child.returncode}); see its log")
-            peak = max(peak, rss_mib(child.pid))
-            time.sleep(0.1)
+        peak = largest_rss(child, SETTLE_S)
+        at_rest = largest_rss(child, SETTLE_S) if wait_at_rest(child) else None
         child.send_signal(signal.SIGTERM)
         if child.wait(120) != 0:
             raise RuntimeError(f"the processor exited with {child.returncode}")
-        return report, peak
+        return report, peak, at_rest
     finally:
         if child.poll() is None:
             child.kill()
@@ -153,19 +184,22 @@ def measure(settings: Settings, size: Size, runs: int) -> None:
     state = Path(settings.state_dir)
     for run in range(runs):
         shutil.rmtree(state, ignore_errors=True)
-        full, peak = run_child(settings)
+        full, peak, at_rest = run_child(settings)
         if int(full["restored"]) != size.records:
             size.wrong.append(f"run {run}: restored {int(full['restored'])} of {size.records}")
         size.restore_s.append(full["seconds"])
         size.rss_mib.append(peak)
-        again, _ = run_child(settings)
+        if at_rest is not None:
+            size.rest_rss_mib.append(at_rest)
+        again, _, _ = run_child(settings)
         size.restart_s.append(again["seconds"])
         size.restart_records.append(int(again["restored"]))
         if int(again["restored"]) != 0:
             size.wrong.append(f"run {run}: the clean restart restored {int(again['restored'])}")
         print(
             f"{size.records:,} records, run {run + 1}: restore {full['seconds']:.2f} s, "
-            f"RSS {peak:.0f} MiB, clean restart {again['seconds']:.2f} s "
+            f"RSS {peak:.0f} MiB (at rest {at_rest or 0:.0f}), "
+            f"clean restart {again['seconds']:.2f} s "
             f"({int(again['restored'])} records)",
             file=sys.stderr,
         )
@@ -212,6 +246,7 @@ def section(
                 spread(s.restart_s).shown(2, " s"),
                 f"{max(s.restart_records):,}",
                 spread(s.rss_mib).shown(0, " MiB"),
+                spread(s.rest_rss_mib).shown(0, " MiB") if s.rest_rss_mib else "-",
                 "yes" if not s.wrong else "NO: " + "; ".join(s.wrong),
             ]
         )
@@ -254,8 +289,10 @@ def section(
             "each, and their timers: half the records each) produced directly in the "
             "changelog's format. Restore: the processor's assignment with an empty state "
             "directory. Clean restart: the same instance stopped with SIGTERM and started "
-            "again, keeping its local store (a checkpoint of changelog offsets). RSS: the "
-            f"largest of samples over {SETTLE_S:.0f} s after the restore."
+            "again, keeping its local store (a checkpoint of changelog offsets). RSS (the "
+            f"target's): the largest of samples over {SETTLE_S:.0f} s after the restore, "
+            "RocksDB's compaction of what the restore wrote included. RSS at rest: the same, "
+            f"once the processor used less than {REST_CORES:g} cores over a whole second."
         ),
         tables=[
             Table(
@@ -267,6 +304,7 @@ def section(
                     "clean restart",
                     "records read on clean restart",
                     "processor RSS",
+                    "RSS at rest",
                     "counts exact",
                 ],
                 rows,
@@ -282,8 +320,11 @@ def section(
             "(streams/engine/rocks.py); a restore of 100,000 records or more flushes its "
             "memtables and returns the heap it freed to the system before the processor "
             "starts (streams/engine/restore.py), so what is left in memtables does not depend "
-            "on where RocksDB's last automatic flush fell. The rest of the spread between runs "
-            "is glibc's per-thread arenas (RocksDB's and librdkafka's threads).",
+            "on where RocksDB's last automatic flush fell; and glibc's mmap threshold is fixed at "
+            "128 KiB (streams/engine/heap.py), so the large buffers of RocksDB's compactions "
+            "and librdkafka's fetches leave the process when freed instead of staying in "
+            "malloc's arenas (before that, RSS at the same size differed by up to 50 MiB "
+            "between runs).",
             f"Changelogs built at {', '.join(f'{s.records / s.built_s:,.0f}' for s in sizes)} "
             "records/s (not measured against a target).",
             *([f"Load average while measuring (1, 5, 15 min; 2 cores): {load}."] if load else []),

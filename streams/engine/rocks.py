@@ -20,8 +20,11 @@ written only after the memtables were flushed to SST files, and without one the 
 wiped and restored. A WAL would protect nothing and cost a checksum and a write per record.
 
 Memory per process is therefore about ``BLOCK_CACHE_BYTES + WRITE_BUFFERS_BYTES`` plus a few
-MiB per open store, whatever the number of records. To trade memory for read speed, change
-these constants (they are not settings: a store's memory should not be tuned by accident).
+MiB per open store, whatever the number of records. The first store of a process also fixes
+glibc's mmap threshold (``heap.py``), so the large buffers of compactions and fetches are
+returned to the system when freed instead of staying in malloc's arenas. To trade memory for
+read speed, change these constants (they are not settings: a store's memory should not be
+tuned by accident).
 """
 
 from __future__ import annotations
@@ -36,6 +39,8 @@ from rocksdict import (
     WriteBufferManager,
     WriteOptions,
 )
+
+from streams.engine.heap import map_large_blocks
 
 MiB = 1024 * 1024
 BLOCK_CACHE_BYTES = 32 * MiB
@@ -53,6 +58,7 @@ def _budget() -> tuple[Cache, WriteBufferManager]:
     global _shared  # noqa: PLW0603 - one budget per process is the point
     with _lock:
         if _shared is None:
+            map_large_blocks()  # before the first store allocates anything: see heap.py
             _shared = (Cache(BLOCK_CACHE_BYTES), WriteBufferManager(WRITE_BUFFERS_BYTES, False))
         return _shared
 

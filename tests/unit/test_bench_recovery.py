@@ -40,3 +40,15 @@ def test_changelog_records_are_real_states_and_their_timers() -> None:
     assert decode_state(value).admission_key == key
     assert records[1][0].decode().split("/")[1] > str(due)
     assert len({k for k, _ in records}) == 4
+
+
+def test_rss_at_rest_is_its_own_column_and_not_the_targets() -> None:
+    measured = sizes(110.0)
+    measured[1].rest_rss_mib.extend([80.0, 90.0, 85.0])
+    shown = section(measured, 1000, [1000, 5000])
+    header = shown.tables[0].columns
+    at_rest = header.index("RSS at rest")
+    assert shown.tables[0].rows[0][at_rest] == "-"  # not measured: not made up
+    assert shown.tables[0].rows[1][at_rest] == "85 MiB (80 to 90)"
+    assert shown.tables[0].rows[1][header.index("processor RSS")] == "110 MiB (110 to 110)"
+    assert shown.targets[2].measured == "100 MiB to 110 MiB (+10%)"
