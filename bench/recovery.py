@@ -41,6 +41,7 @@ from pathlib import Path
 from confluent_kafka.admin import AdminClient
 
 from bench.changelog import admission_records, produce_changelog
+from bench.cpu import cpu_seconds
 from bench.results import Section, Series, Table, Target, spread, write
 from streams.settings import Settings, load_settings
 
@@ -139,8 +140,6 @@ def largest_rss(child: subprocess.Popen[str], seconds: float) -> float:
 def wait_at_rest(child: subprocess.Popen[str]) -> bool:
     """Wait until ``child`` used less than :data:`REST_CORES` over a whole second (False:
     not within :data:`REST_WAIT_S`)."""
-    from bench.cpu import cpu_seconds
-
     give_up = time.monotonic() + REST_WAIT_S
     while time.monotonic() < give_up:
         before = cpu_seconds(child.pid)
