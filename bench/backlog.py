@@ -6,7 +6,8 @@ raised to an hour, as no worker completes the branches), a ``duplicates``
 share of them repeating an earlier occurrence. They are encoded once (:class:`Backlog`), so
 every contender of every run reads byte-identical records. :class:`Stage` is one run's
 private world: a fresh topic prefix and state directory, the workflow published, the backlog
-produced; :meth:`Stage.close` deletes its topics (the broker is shared).
+produced; :meth:`Stage.close` deletes its topics (the broker is shared); :func:`remove_stale_stages`
+deletes what runs killed before that left behind.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import os
 import random
+import re
 import shutil
 import signal
 import subprocess
@@ -22,7 +24,7 @@ import threading
 import time
 import tomllib
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -152,12 +154,41 @@ def stop_on_sigterm() -> None:
     signal.signal(signal.SIGTERM, stop)
 
 
+STAGE_TOPIC = re.compile(r"bench-[0-9a-f]{10}\.")
+"""How every topic a :class:`Stage` creates begins."""
+STATE_ROOT = ROOT / "var" / "bench-state"
+
+
+def new_stage_prefix() -> str:
+    """A fresh stage's topic prefix (matches :data:`STAGE_TOPIC`)."""
+    return f"bench-{uuid.uuid4().hex[:10]}."
+
+
+def stale_stage_topics(names: Iterable[str]) -> list[str]:
+    """The topics among ``names`` that a :class:`Stage` made (sorted)."""
+    return sorted(n for n in names if STAGE_TOPIC.match(n))
+
+
+def remove_stale_stages(settings: Settings) -> int:
+    """Delete the topics and state directories of stages an interrupted run left behind
+    (killed before :meth:`Stage.close`); the number of topics deleted. Call it only when no
+    benchmark is running on this broker: it cannot tell a live stage from a stale one."""
+    admin = AdminClient(settings.kafka_config())
+    names = stale_stage_topics(admin.list_topics(timeout=10).topics)
+    if names:
+        for future in admin.delete_topics(names, operation_timeout=120).values():
+            with contextlib.suppress(Exception):
+                future.result()
+    shutil.rmtree(STATE_ROOT, ignore_errors=True)
+    return len(names)
+
+
 class Stage:
     """One run's fresh topics (prefix ``bench-<hex>.``), workflow and state directory."""
 
     def __init__(self, partitions: int) -> None:
-        self.prefix = f"bench-{uuid.uuid4().hex[:10]}."
-        self.state_dir = ROOT / "var" / "bench-state" / self.prefix
+        self.prefix = new_stage_prefix()
+        self.state_dir = STATE_ROOT / self.prefix
         self.settings: Settings = load_settings(
             {
                 "SLUICEGATE_TOPIC_PREFIX": self.prefix,

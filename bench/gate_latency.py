@@ -18,7 +18,7 @@ import time
 from confluent_kafka import Producer
 
 from bench.backlog import Stage, start_child, stop_children
-from bench.latency_section import Measured
+from bench.latency_tables import Measured
 from bench.tails import Arrivals, behind_s, settle, tail, tail_consumer
 from schemas.codec import decode, encode
 from schemas.events import ActionDispatched, CandidateProposed, DispatchRequested

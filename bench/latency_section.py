@@ -1,156 +1,23 @@
 """Section 2's figures: latency percentiles per offered rate, webhook beside the bare round trip.
 
-Pure: :func:`section` turns the measured runs into tables, the issue's target (webhook p99 at
-1,000/s at most 3 x the bare round trip's), notes and plot series.
+Pure: :func:`section` turns the measured runs (:mod:`bench.latency_tables`) into tables, the
+issue's target (webhook p99 at 1,000/s at most 3 x the bare round trip's), notes and plot
+series.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-from bench.results import Cell, Section, Series, Spread, Table, Target, percentile, spread
-
-PERCENTILES = (("p50", 50.0), ("p99", 99.0), ("p99.9", 99.9))
-SUSTAINED_LATE_SHARE = 0.1
-
-
-@dataclass(frozen=True)
-class Measured:
-    """One rate of one run: sorted latencies (ms) of the records that arrived."""
-
-    rate: float
-    sent: int
-    latencies_ms: list[float]
-    missing: int
-    late_s: float
-    """How long after the last scheduled send the last record became visible."""
-    refused: int = 0
-    """Sends answered with anything but success (counted in ``missing`` too)."""
-    cores: dict[str, float] | None = None
-    """CPU used while this rate ran, in cores (CPU seconds per second), by process."""
-    transactions: int | None = None
-    """Transactions the processor committed while this rate was sent (its SIGUSR1 counters)."""
-    committed_records: int | None = None
-    """Input records those transactions took."""
-    counted_s: float | None = None
-    """Seconds between the two readings of the counters (the sending, however long it took)."""
-
-    @property
-    def sustained(self) -> bool:
-        duration = self.sent / self.rate
-        return self.missing == 0 and self.late_s <= SUSTAINED_LATE_SHARE * max(duration, 1.0)
-
-    @property
-    def achieved(self) -> float:
-        return self.sent / (self.sent / self.rate + max(self.late_s, 0.0))
-
-    def at(self, p: float) -> float:
-        return percentile(self.latencies_ms, p) if self.latencies_ms else float("nan")
-
-    def summary(self) -> str:
-        shown = " ".join(f"{n}={self.at(p):.1f} ms" for n, p in PERCENTILES)
-        tail = "" if self.sustained else f" NOT SUSTAINED (achieved {self.achieved:,.0f}/s)"
-        if self.refused:
-            tail += f", {self.refused} refused"
-        if self.cores:
-            tail += "; cores: " + ", ".join(f"{n} {c:.2f}" for n, c in self.cores.items())
-        return f"{shown}, {len(self.latencies_ms)} of {self.sent}{tail}"
-
-
-def _spread_at(runs: list[list[Measured]], rate: float, p: float) -> Spread | None:
-    values = [m.at(p) for run in runs for m in run if m.rate == rate and m.latencies_ms]
-    return spread(values) if values else None
-
-
-def _rows(runs: list[list[Measured]], rates: list[float]) -> list[list[Cell]]:
-    rows: list[list[Cell]] = []
-    for rate in rates:
-        measured = [m for run in runs for m in run if m.rate == rate]
-        cells: list[Cell] = [f"{rate:,.0f}"]
-        for _name, p in PERCENTILES:
-            s = _spread_at(runs, rate, p)
-            cells.append(s.shown(1, " ms") if s else "-")
-        kept = sum(m.sustained for m in measured)
-        achieved = spread([m.achieved for m in measured]).median if measured else 0.0
-        cells.append(
-            f"{kept} of {len(measured)}"
-            + ("" if kept == len(measured) else f" (achieved {achieved:,.0f}/s)")
-        )
-        refused = sum(m.refused for m in measured)
-        cells.append(
-            f"{sum(m.missing for m in measured)}" + (f" ({refused} refused)" if refused else "")
-        )
-        rows.append(cells)
-    return rows
-
-
-CPU_COLUMNS = ("ingest", "processor", "gate", "broker", "benchmark process")
-
-
-def cpu_table(webhook: list[list[Measured]], rates: list[float], cores: int) -> Table | None:
-    """CPU used by each process while the webhook ran, per offered rate (median of runs):
-    what the latency of a rate near the machine's capacity is made of."""
-    rows: list[list[Cell]] = []
-    for rate in rates:
-        used = [m.cores for run in webhook for m in run if m.rate == rate and m.cores]
-        if not used:
-            continue
-        cells: list[Cell] = [f"{rate:,.0f}"]
-        for name in CPU_COLUMNS:
-            values = [u[name] for u in used if name in u]
-            cells.append(f"{spread(values).median:.2f}" if values else "-")
-        total = spread([sum(u.values()) for u in used]).median
-        cells.append(f"{total:.2f} of {cores}")
-        rows.append(cells)
-    if not rows:
-        return None
-    return Table(
-        "CPU used while the webhook ran (cores, median of runs)",
-        ["offered /s", *CPU_COLUMNS, "together"],
-        rows,
-    )
-
-
-def transactions_table(webhook: list[list[Measured]], rates: list[float]) -> Table | None:
-    """The processor's transactions per offered rate (median of runs) beside the broker's CPU:
-    what each exactly-once commit costs the broker, whatever it carries."""
-    rows: list[list[Cell]] = []
-    for rate in rates:
-        counted = [
-            (m, m.transactions, m.committed_records, m.counted_s)
-            for run in webhook
-            for m in run
-            if m.rate == rate and m.transactions and m.committed_records is not None and m.counted_s
-        ]
-        if not counted:
-            continue
-        per_s = spread([txns / seconds for _m, txns, _r, seconds in counted])
-        per_txn = spread([records / txns for _m, txns, records, _s in counted])
-        broker = [
-            m.cores["broker"] * seconds * 1000 / txns
-            for m, txns, _r, seconds in counted
-            if m.cores and "broker" in m.cores
-        ]
-        rows.append(
-            [
-                f"{rate:,.0f}",
-                per_s.shown(0),
-                per_txn.shown(1),
-                spread(broker).shown(1, " ms") if broker else "-",
-            ]
-        )
-    if not rows:
-        return None
-    return Table(
-        "The processor's transactions while the webhook ran (median of runs, min to max)",
-        [
-            "offered /s",
-            "transactions/s",
-            "deliveries per transaction",
-            "broker CPU per transaction",
-        ],
-        rows,
-    )
+from bench.latency_tables import (
+    PERCENTILES,
+    Measured,
+    answers_table,
+    cpu_table,
+    fewer_tables,
+    rate_rows,
+    spread_at,
+    transactions_table,
+)
+from bench.results import Cell, Section, Series, Table, Target, spread
 
 
 def sustained_note(webhook: list[list[Measured]], rates: list[float]) -> str:
@@ -176,26 +43,37 @@ def section(
     seconds: float,
     gate: list[Measured] | None = None,
     cores: int = 2,
+    *,
+    fewer: tuple[int, list[list[Measured]]] | None = None,
 ) -> Section:
+    """``fewer``: (partitions per topic, runs) of the webhook measured again on fewer
+    partitions than ``webhook`` was."""
     rates = sorted({m.rate for run in webhook for m in run})
     columns = ["offered /s", "p50", "p99", "p99.9", "runs sustained", "never arrived"]
     tables = [
         Table(
-            "Webhook POST to RunAdmitted visible (read_committed)", columns, _rows(webhook, rates)
+            "Webhook POST to RunAdmitted visible (read_committed)",
+            columns,
+            rate_rows(webhook, rates),
         ),
-        Table("Bare produce to read_committed consume round trip", columns, _rows(bare, rates)),
+        Table("Bare produce to read_committed consume round trip", columns, rate_rows(bare, rates)),
     ]
+    answers = answers_table(webhook, rates)
+    if answers is not None:
+        tables.append(answers)
     used = cpu_table(webhook, rates, cores)
     if used is not None:
         tables.append(used)
     committed = transactions_table(webhook, rates)
     if committed is not None:
         tables.append(committed)
+    if fewer is not None:
+        tables.extend(fewer_tables(*fewer))
     ratio_rows: list[list[Cell]] = []
     for rate in rates:
         cells: list[Cell] = [f"{rate:,.0f}"]
         for _name, p in PERCENTILES:
-            w, b = _spread_at(webhook, rate, p), _spread_at(bare, rate, p)
+            w, b = spread_at(webhook, rate, p), spread_at(bare, rate, p)
             cells.append(f"{w.median / b.median:.1f} x" if w and b and b.median else "-")
         ratio_rows.append(cells)
     tables.append(
@@ -207,11 +85,11 @@ def section(
             Table(
                 "The gate: DispatchRequested to ActionDispatched visible (read_committed)",
                 columns,
-                _rows([[m] for m in gate], [gate_rate]),
+                rate_rows([[m] for m in gate], [gate_rate]),
             )
         )
     targets = []
-    w99, b99 = _spread_at(webhook, 1000.0, 99.0), _spread_at(bare, 1000.0, 99.0)
+    w99, b99 = spread_at(webhook, 1000.0, 99.0), spread_at(bare, 1000.0, 99.0)
     if w99 and b99:
         allowed = 3 * b99.median
         targets.append(
@@ -245,6 +123,16 @@ def section(
         "rate at which records became visible (sent / (duration + that delay)).",
     ]
     notes.append(sustained_note(webhook, rates))
+    if answers is not None:
+        notes.append(
+            "Answers: the time from each post's scheduled send to the webhook's answer, read "
+            "by the client. Where the answer is most of the visible latency, the posts queued "
+            "in front of the processor: in the ingest process (one event loop: reading the "
+            "request, checking and encoding the delivery, producing it, waiting for the "
+            "broker's acknowledgement, answering, the access log line) and in the HTTP client, "
+            "both on the cores the processor and broker use. Ingest CPU per post: the ingest "
+            "process's CPU over the rate's run divided by the posts sent."
+        )
     if used is not None:
         notes.append(
             "CPU: user + system time of each process over the rate's run, per second (the "
@@ -264,6 +152,20 @@ def section(
             "deliveries, so the broker takes more CPU than Sluicegate's processes together, "
             "and a rate's latency includes waiting for it."
         )
+    if fewer is not None:
+        notes.append(
+            f"Fewer partitions: in each run, after the rates above, one more `sluicegate "
+            f"ingest` and `sluicegate processor` on fresh topics of {fewer[0]} partition(s) "
+            "each, at the rates up to 1,000/s. A transaction registers every partition it "
+            "writes with the transaction coordinator and commits a marker in each of them "
+            "(changelog, runs and tasks: up to three per input partition), and each marker "
+            "wakes the consumers of that partition; with fewer partitions a transaction "
+            "touches fewer, so it costs the broker less (the transactions table beside it). "
+            "Whether that shortens the latency depends on what else waits for the cores: "
+            "compare the two tables' spreads before reading a difference in. Partitions are the "
+            "unit of parallelism (at most one processor instance per partition) and cannot be "
+            "changed once a deployment has state: choose them for the instances you will run."
+        )
     if gate:
         notes.append(
             "The gate: one `sluicegate gate` process; each sample is its own decision scope, its "
@@ -273,7 +175,7 @@ def section(
     series = []
     for name, runs in (("webhook", webhook), ("bare", bare)):
         for label, p in PERCENTILES[:2]:
-            ys = [_spread_at(runs, r, p) for r in rates]
+            ys = [spread_at(runs, r, p) for r in rates]
             series.append(
                 Series(
                     "Latency by offered rate (ms, median of runs)",

@@ -5,7 +5,8 @@ Each section ``bench/<name>.py`` runs as its own process
 section's processes never compete with another's for the machine's cores. A section whose
 module does not exist is skipped with a message; a section that fails is reported and the
 others still run; the report is rendered from whatever results exist. The exit status is
-non-zero if any section that exists failed.
+non-zero if any section that exists failed. First, the topics and state that benchmark runs
+killed before cleaning up left on the broker are deleted (no other benchmark may be running).
 
 Environment: ``BENCH_RUNS`` (default 3) runs per figure, ``BENCH_SECTIONS`` (comma-separated
 names, default all) to run only some; each section documents its own scale knobs.
@@ -19,6 +20,9 @@ import sys
 import time
 from pathlib import Path
 
+from bench.backlog import remove_stale_stages
+from streams.settings import load_settings
+
 ROOT = Path(__file__).resolve().parents[1]
 SECTIONS = ("admission", "latency", "projection", "recovery")
 
@@ -28,6 +32,10 @@ def main() -> int:
     chosen = [s.strip() for s in os.environ.get("BENCH_SECTIONS", ",".join(SECTIONS)).split(",")]
     out = ROOT / "var" / "bench"
     out.mkdir(parents=True, exist_ok=True)
+    removed = remove_stale_stages(load_settings())
+    if removed:
+        # Each leftover holds partitions, compacted changelogs and disk on the shared broker.
+        print(f"bench: deleted {removed} topics left by interrupted benchmark runs", flush=True)
     failed: list[str] = []
     for name in (s for s in SECTIONS if s in chosen):
         if not (ROOT / "bench" / f"{name}.py").exists():

@@ -82,3 +82,12 @@ def behind_s(arrivals: Arrivals, ids: set[str], last_scheduled: float) -> float:
     backlog it left (every id missing: infinity)."""
     seen = [arrivals.seen[i] for i in ids if i in arrivals.seen]
     return max(seen) - last_scheduled if seen else float("inf")
+
+
+def latencies_ms(arrivals: Arrivals, ids: list[str], scheduled: list[float]) -> list[float]:
+    """Sorted milliseconds from each id's scheduled send to its arrival (arrived ids only)."""
+    return sorted(
+        (arrivals.seen[i] - at) * 1000
+        for i, at in zip(ids, scheduled, strict=True)
+        if i in arrivals.seen
+    )

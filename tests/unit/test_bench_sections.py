@@ -14,8 +14,9 @@ from bench.admission_section import (
     Results,
 )
 from bench.admission_section import section as admission_section
-from bench.latency_section import Measured
+from bench.backlog import new_stage_prefix, stale_stage_topics
 from bench.latency_section import section as latency_section
+from bench.latency_tables import Measured
 from bench.limit import Output
 from bench.report import Machine, render_markdown
 
@@ -159,3 +160,84 @@ def test_transactions_and_the_broker_cpu_each_costs_are_tabled_per_rate() -> Non
         t.title.startswith("The processor's")
         for t in latency_section([[measured(200, 5)]], [[measured(200, 2)]], 5).tables
     )
+
+
+def test_the_webhook_answer_is_tabled_beside_the_visible_latency() -> None:
+    def answered(rate: float, answer_base: float, ingest: float) -> Measured:
+        # 1,000 posts at ``rate``, the counters read over the planned duration.
+        return dataclasses.replace(
+            measured(rate, 10),
+            answered_ms=[answer_base + i / 100 for i in range(1000)],
+            cores={"ingest": ingest},
+            counted_s=1000 / rate,
+        )
+
+    webhook = [[answered(200, 2, 0.2), answered(1000, 8, 0.5)] for _ in range(3)]
+    webhook[1][1] = answered(1000, 6, 0.6)
+    bare = [[measured(200, 2), measured(1000, 3)] for _ in range(3)]
+    s = latency_section(webhook, bare, seconds=5)
+    table = next(t for t in s.tables if t.title.startswith("Webhook POST to its answer"))
+    rows = {row[0]: row for row in table.rows}
+    # answers 2..11.99 ms at 200/s: p50 7.0 ms against 15.0 ms visible
+    assert rows["200"][1] == "7.0 ms (7.0 to 7.0)"
+    assert rows["200"][4] == "47%"
+    # 0.2 cores over 5 s for 1,000 posts: 1,000 us each; at 1,000/s 0.5 and 0.6 cores over 1 s
+    assert rows["200"][5] == "1,000 us (1,000 to 1,000)"
+    assert rows["1,000"][1] == "13.0 ms (11.0 to 13.0)"
+    assert rows["1,000"][5] == "500 us (500 to 600)"
+    assert any(n.startswith("Answers: the time from each post's") for n in s.notes)
+    # Older results (no answers recorded) have no such table.
+    assert not any(
+        t.title.startswith("Webhook POST to its answer")
+        for t in latency_section(bare, bare, 5).tables
+    )
+
+
+def test_only_the_topics_a_stage_makes_are_stale_stage_topics() -> None:
+    names = [
+        "bench-0123456789.deliveries",
+        "bench-abcdef0123.admission-changelog",
+        "sluicegate.deliveries",
+        "bench-latency",  # not a stage's prefix
+        "bench-ABCDEF0123.runs",  # stages write lower-case hex
+        "t-bench-0123456789.runs",
+        "__consumer_offsets",
+    ]
+    assert stale_stage_topics(names) == [
+        "bench-0123456789.deliveries",
+        "bench-abcdef0123.admission-changelog",
+    ]
+    fresh = new_stage_prefix()
+    assert stale_stage_topics([f"{fresh}runs", f"{fresh}deliveries"]) == [
+        f"{fresh}deliveries",
+        f"{fresh}runs",
+    ]
+
+
+def test_the_webhook_on_fewer_partitions_gets_its_own_tables_and_note() -> None:
+    def counted(rate: float, base: float, transactions: int) -> Measured:
+        return dataclasses.replace(
+            measured(rate, base),
+            cores={"broker": 0.6},
+            transactions=transactions,
+            committed_records=1000,
+            counted_s=1000 / rate,
+        )
+
+    webhook = [[measured(200, 30), measured(1000, 200)] for _ in range(3)]
+    bare = [[measured(200, 2), measured(1000, 3)] for _ in range(3)]
+    fewer = [[counted(200, 15, 500), counted(1000, 40, 100)] for _ in range(3)]
+    s = latency_section(webhook, bare, seconds=5, fewer=(1, fewer))
+    latency = next(t for t in s.tables if t.title.endswith("1 partition per topic"))
+    assert {row[0]: row[1] for row in latency.rows} == {
+        "200": "20.0 ms (20.0 to 20.0)",
+        "1,000": "45.0 ms (45.0 to 45.0)",
+    }
+    committed = next(t for t in s.tables if t.title.startswith("The processor's transactions, 1"))
+    # 0.6 cores over 5 s for 500 transactions: 6.0 ms each
+    assert committed.rows[0][3] == "6.0 ms (6.0 to 6.0)"
+    assert any(n.startswith("Fewer partitions: in each run") for n in s.notes)
+    # The target stays the default deployment's.
+    (target,) = s.targets
+    assert target.measured.startswith("209.9 ms")
+    assert not any("per topic" in t.title for t in latency_section(webhook, bare, 5).tables)

@@ -1,0 +1,248 @@
+"""Section 2's webhook side: a real ``sluicegate ingest`` and ``sluicegate processor`` posted to.
+
+:class:`Servers` runs the two as child processes on a stage; :func:`post_all` posts distinct
+candles open-loop at a fixed rate (every send time fixed in advance) and notes when each
+answer came back; :func:`webhook` times each post from its scheduled send to its
+``RunAdmitted`` visible to a read_committed consumer, and to its answer;
+:func:`on_fewer_partitions` does it again on topics with fewer partitions.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import os
+import re
+import signal
+import socket
+import subprocess
+import threading
+import time
+import urllib.request
+import uuid
+
+import aiohttp
+import orjson
+
+from bench.backlog import ROOT, Stage, candle, plan, start_child, stop_children
+from bench.cpu import CpuMeter, broker_pid, of_pid
+from bench.latency_tables import Measured
+from bench.tails import Arrivals, behind_s, latencies_ms, settle, tail, tail_consumer
+from schemas.codec import decode
+from schemas.events import RunAdmitted
+from schemas.registry import get_registry
+from schemas.topics import RUNS
+
+ADMITTED_HEADER = get_registry().by_class[RunAdmitted].header
+COUNTED = re.compile(r"counters: records=(\d+) \S+ batches=(\d+)")
+
+
+def admitted_delivery(value: bytes) -> str | None:
+    if value[: len(ADMITTED_HEADER)] != ADMITTED_HEADER:
+        return None
+    record = decode(value)
+    assert isinstance(record, RunAdmitted)
+    return record.delivery_id
+
+
+# -- webhook ------------------------------------------------------------------------------------
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+class Servers:
+    """``sluicegate ingest`` and ``sluicegate processor`` on a stage, as child processes."""
+
+    def __init__(self, stage: Stage) -> None:
+        self.port = free_port()
+        env = {**os.environ, **stage.env(), "SLUICEGATE_READ_HTTP": "off"}
+        self.children: list[subprocess.Popen[bytes]] = [
+            start_child(
+                stage,
+                "ingest",
+                ["ingest", "--http", f"127.0.0.1:{self.port}", "--read-http", "off"],
+                env,
+            ),
+            start_child(stage, "processor", ["processor", "--instance-id", "latency-1"], env),
+        ]
+        self._processor_log = ROOT / "var" / "bench-logs" / f"{stage.prefix}processor.log"
+        deadline = time.monotonic() + 60
+        while not self._ready():
+            if time.monotonic() > deadline:
+                self.close()
+                raise TimeoutError("sluicegate ingest was not ready within 60 s")
+            time.sleep(0.2)
+
+    def _ready(self) -> bool:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/readyz", timeout=1) as r:
+                return bool(r.status == 200)
+        except OSError:
+            return False
+
+    def counters(self, timeout_s: float = 10.0) -> tuple[int, int] | None:
+        """The processor's committed (transactions, input records) so far: it logs them when
+        sent SIGUSR1. ``None`` if no answer came within ``timeout_s``."""
+        seen = len(self._counted())
+        self.children[1].send_signal(signal.SIGUSR1)
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            found = self._counted()
+            if len(found) > seen:
+                records, batches = found[seen]
+                return int(batches), int(records)
+            time.sleep(0.02)
+        return None
+
+    def _counted(self) -> list[tuple[str, str]]:
+        """(records, batches) of every counters line the processor has logged so far."""
+        found: list[tuple[str, str]] = COUNTED.findall(
+            self._processor_log.read_text(errors="replace")
+        )
+        return found
+
+    def close(self) -> None:
+        stop_children(self.children)
+
+
+@dataclasses.dataclass(frozen=True)
+class Posted:
+    """What :func:`post_all` sent, per post: its scheduled send time, the delivery id the
+    webhook answered with ("" if refused) and when the answer was read (monotonic s)."""
+
+    scheduled: list[float]
+    ids: list[str]
+    answered: list[float]
+
+
+async def post_all(port: int, bodies: list[bytes], rate: float) -> Posted:
+    """Post ``bodies`` at ``rate``/s open-loop."""
+    url = f"http://127.0.0.1:{port}/v1/hooks/btc-breakout?env=paper"
+    connector = aiohttp.TCPConnector(limit=256)
+    scheduled: list[float] = [0.0] * len(bodies)
+    ids: list[str] = [""] * len(bodies)
+    answered: list[float] = [0.0] * len(bodies)
+    refusals: dict[int, int] = {}
+    async with aiohttp.ClientSession(connector=connector) as session:
+
+        async def one(i: int, body: bytes) -> None:
+            # A refusal (503 when the broker ack takes too long, a dropped connection) is
+            # counted, not raised: an overloaded rate is a result, not a crash.
+            try:
+                async with session.post(
+                    url, data=body, headers={"Content-Type": "application/json"}
+                ) as response:
+                    answer = await response.read()
+                    answered[i] = time.monotonic()
+                    if response.status == 202:
+                        ids[i] = orjson.loads(answer)["delivery_id"]
+                    else:
+                        refusals[response.status] = refusals.get(response.status, 0) + 1
+            except (aiohttp.ClientError, TimeoutError):
+                refusals[0] = refusals.get(0, 0) + 1
+
+        start = time.monotonic() + 0.2
+        tasks = []
+        for i, body in enumerate(bodies):
+            at = start + i / rate
+            scheduled[i] = at
+            delay = at - time.monotonic()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            tasks.append(asyncio.create_task(one(i, body)))
+        await asyncio.gather(*tasks)
+    if refusals:
+        print(f"  webhook refusals by status (0: no answer): {refusals}", flush=True)
+    return Posted(scheduled, ids, answered)
+
+
+def candles(count: int, tag: str) -> list[bytes]:
+    return [orjson.dumps(candle(f"lat-{tag}-{i:07d}")) for i in range(count)]
+
+
+def webhook(
+    stage: Stage, servers: Servers, rate: float, seconds: float, meter: CpuMeter | None = None
+) -> Measured:
+    count = max(1, int(rate * seconds))
+    bodies = candles(count, uuid.uuid4().hex[:6])
+    arrivals = Arrivals()
+    consumer = tail_consumer(stage, stage.settings.topic(RUNS))
+    thread = threading.Thread(target=tail, args=(consumer, arrivals, admitted_delivery))
+    thread.start()
+    cores: dict[str, float] | None = None
+    before = after = None
+    counted_s = 0.0
+    try:
+        if meter is not None:
+            before = servers.counters()
+            meter.start()
+            counted_s = time.monotonic()
+        posted = asyncio.run(post_all(servers.port, bodies, rate))
+        scheduled, ids = posted.scheduled, posted.ids
+        if meter is not None:
+            cores = meter.cores()  # the sending, not the wait for stragglers below
+            counted_s = time.monotonic() - counted_s
+            after = servers.counters()
+        settle(arrivals, {d for d in ids if d}, timeout_s=60)
+        late = behind_s(arrivals, {d for d in ids if d}, scheduled[-1])
+    finally:
+        arrivals.stop.set()
+        thread.join(10)
+    latencies = latencies_ms(arrivals, ids, scheduled)
+    refused = sum(1 for d in ids if not d)
+    answered = sorted(
+        (at_answer - at) * 1000
+        for d, at, at_answer in zip(ids, scheduled, posted.answered, strict=True)
+        if d
+    )
+    return Measured(
+        rate,
+        count,
+        latencies,
+        count - len(latencies),
+        late,
+        refused,
+        cores,
+        transactions=after[0] - before[0] if before and after else None,
+        committed_records=after[1] - before[1] if before and after else None,
+        counted_s=counted_s if before and after else None,
+        answered_ms=answered,
+    )
+
+
+def on_fewer_partitions(partitions: int, rates: list[float], seconds: float) -> list[Measured]:
+    """The webhook measurement again on fresh topics of ``partitions`` partitions each, at
+    ``rates``: what the partitions a transaction touches cost its latency."""
+    stage = Stage(partitions)
+    servers: Servers | None = None
+    measured: list[Measured] = []
+    try:
+        stage.produce(dataclasses.replace(plan(1, 0.0), deliveries=[]))  # the workflow only
+        servers = Servers(stage)
+        webhook(stage, servers, 50, 1)  # warm-up
+        ingest, processor = (child.pid for child in servers.children)
+        meter = CpuMeter(
+            {
+                "ingest": of_pid(ingest),
+                "processor": of_pid(processor),
+                "broker": of_pid(broker_pid()),
+                "benchmark process": of_pid(os.getpid()),
+            }
+        )
+        for rate in rates:
+            measured.append(webhook(stage, servers, rate, seconds, meter))
+            print(
+                f"  webhook, {partitions} partition(s) per topic, {rate:,.0f}/s: "
+                f"{measured[-1].summary()}",
+                flush=True,
+            )
+    finally:
+        if servers is not None:
+            servers.close()
+        stage.close()
+    return measured
