@@ -49,7 +49,7 @@ from bench.backlog import (
     plan,
     stop_on_sigterm,
 )
-from bench.cpu import CpuMeter, broker_pid, of_pid
+from bench.cpu import of_pid
 from bench.latency_section import section
 from bench.latency_tables import Measured
 from bench.results import write
@@ -130,16 +130,7 @@ def main(argv: list[str] | None = None) -> int:
             webhook(stage, servers, 50, 1)  # warm-up: group joined, workflow table read
             webhook_runs.append([])
             bare_runs.append([])
-            ingest, processor = (child.pid for child in servers.children)
-            meter = CpuMeter(
-                {
-                    "ingest": of_pid(ingest),
-                    "processor": of_pid(processor),
-                    "gate": of_pid(gate.child.pid),
-                    "broker": of_pid(broker_pid()),
-                    "benchmark process": of_pid(os.getpid()),
-                }
-            )
+            meter = servers.meter(gate=of_pid(gate.child.pid))
             for rate in rates:
                 for kind, measured in (
                     ("webhook", webhook(stage, servers, rate, seconds, meter)),

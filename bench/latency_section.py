@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from bench.latency_tables import (
     PERCENTILES,
+    RATE_COLUMNS,
     Measured,
     answers_table,
     cpu_table,
@@ -49,7 +50,7 @@ def section(
     """``fewer``: (partitions per topic, runs) of the webhook measured again on fewer
     partitions than ``webhook`` was."""
     rates = sorted({m.rate for run in webhook for m in run})
-    columns = ["offered /s", "p50", "p99", "p99.9", "runs sustained", "never arrived"]
+    columns = RATE_COLUMNS
     tables = [
         Table(
             "Webhook POST to RunAdmitted visible (read_committed)",

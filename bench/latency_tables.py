@@ -7,13 +7,14 @@ transactions, the webhook's answers, and the same on fewer partitions.
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass, field
 
 from bench.results import Cell, Spread, Table, percentile, spread
 
 PERCENTILES = (("p50", 50.0), ("p99", 99.0), ("p99.9", 99.9))
 SUSTAINED_LATE_SHARE = 0.1
+RATE_COLUMNS = ["offered /s", "p50", "p99", "p99.9", "runs sustained", "never arrived"]
+"""The columns of :func:`rate_rows`."""
 
 
 @dataclass(frozen=True)
@@ -125,7 +126,11 @@ def cpu_table(webhook: list[list[Measured]], rates: list[float], cores: int) -> 
     )
 
 
-def transactions_table(webhook: list[list[Measured]], rates: list[float]) -> Table | None:
+def transactions_table(
+    webhook: list[list[Measured]],
+    rates: list[float],
+    title: str = "The processor's transactions while the webhook ran",
+) -> Table | None:
     """The processor's transactions per offered rate (median of runs) beside the broker's CPU:
     what each exactly-once commit costs the broker, whatever it carries."""
     rows: list[list[Cell]] = []
@@ -156,7 +161,7 @@ def transactions_table(webhook: list[list[Measured]], rates: list[float]) -> Tab
     if not rows:
         return None
     return Table(
-        "The processor's transactions while the webhook ran (median of runs, min to max)",
+        f"{title} (median of runs, min to max)",
         [
             "offered /s",
             "transactions/s",
@@ -203,22 +208,17 @@ def answers_table(webhook: list[list[Measured]], rates: list[float]) -> Table | 
 def fewer_tables(partitions: int, runs: list[list[Measured]]) -> list[Table]:
     """The webhook's latency and the processor's transactions on ``partitions`` per topic."""
     rates = sorted({m.rate for run in runs for m in run})
-    columns = ["offered /s", "p50", "p99", "p99.9", "runs sustained", "never arrived"]
     each = "partition" if partitions == 1 else "partitions"
     tables = [
         Table(
             f"Webhook POST to RunAdmitted visible, {partitions} {each} per topic",
-            columns,
+            RATE_COLUMNS,
             rate_rows(runs, rates),
         )
     ]
-    committed = transactions_table(runs, rates)
+    committed = transactions_table(
+        runs, rates, f"The processor's transactions, {partitions} {each} per topic"
+    )
     if committed is not None:
-        tables.append(
-            dataclasses.replace(
-                committed,
-                title=f"The processor's transactions, {partitions} {each} per topic "
-                "(median of runs, min to max)",
-            )
-        )
+        tables.append(committed)
     return tables

@@ -25,7 +25,7 @@ import aiohttp
 import orjson
 
 from bench.backlog import ROOT, Stage, candle, plan, start_child, stop_children
-from bench.cpu import CpuMeter, broker_pid, of_pid
+from bench.cpu import CpuMeter, Reader, broker_pid, of_pid
 from bench.latency_tables import Measured
 from bench.tails import Arrivals, behind_s, latencies_ms, settle, tail, tail_consumer
 from schemas.codec import decode
@@ -105,6 +105,20 @@ class Servers:
             self._processor_log.read_text(errors="replace")
         )
         return found
+
+    def meter(self, **others: Reader) -> CpuMeter:
+        """A CPU meter of the ingest, the processor, the broker, this (benchmark) process
+        and ``others``."""
+        ingest, processor = (child.pid for child in self.children)
+        return CpuMeter(
+            {
+                "ingest": of_pid(ingest),
+                "processor": of_pid(processor),
+                **others,
+                "broker": of_pid(broker_pid()),
+                "benchmark process": of_pid(os.getpid()),
+            }
+        )
 
     def close(self) -> None:
         stop_children(self.children)
@@ -225,15 +239,7 @@ def on_fewer_partitions(partitions: int, rates: list[float], seconds: float) -> 
         stage.produce(dataclasses.replace(plan(1, 0.0), deliveries=[]))  # the workflow only
         servers = Servers(stage)
         webhook(stage, servers, 50, 1)  # warm-up
-        ingest, processor = (child.pid for child in servers.children)
-        meter = CpuMeter(
-            {
-                "ingest": of_pid(ingest),
-                "processor": of_pid(processor),
-                "broker": of_pid(broker_pid()),
-                "benchmark process": of_pid(os.getpid()),
-            }
-        )
+        meter = servers.meter()
         for rate in rates:
             measured.append(webhook(stage, servers, rate, seconds, meter))
             print(
