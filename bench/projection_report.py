@@ -350,9 +350,11 @@ def _keep_up_cpu_note(keepups: Sequence[KeepUp], cores: int) -> str:
         f"PostgreSQL's backends, autovacuum included), admitting it {admitting:,.0f} us "
         "(the processor and the broker): whatever the machine has left after admission is "
         "what the projector and PostgreSQL share, so keeping up needs projecting to cost no "
-        "more than that share of each delivery. PostgreSQL's part is its upserts (each "
-        "record's rows copied into a temporary table, then INSERT ... ON CONFLICT), the "
-        "indexes of event_log and the tables, and parsing every record's JSON into jsonb."
+        "more than that share of each delivery. PostgreSQL's part is the rows' COPY (straight "
+        "into event_log and, while no key of a batch is stored yet, the 'first' tables), the "
+        "upserts of the others (rows copied into a temporary table, then INSERT ... ON "
+        "CONFLICT), the indexes of event_log and the tables, and parsing every record's JSON "
+        "into jsonb."
     )
 
 

@@ -9,6 +9,14 @@ source offset, and the offset check below admits each offset into one committed 
 So is the first write into a table found empty under the writers' lock (a fresh schema's):
 with one row per key, nothing can conflict, and every row counts as inserted.
 
+A ``"first"`` table's rows are nearly always new keys (an event names its own row), so they
+are first copied straight into the table inside a savepoint; only when a key is already
+stored (``UniqueViolation``) is the savepoint rolled back and the batch upserted as above,
+with the first stored row winning. Either way the table ends the same; the straight copy
+skips the temp table and the upsert's probe of every key. After a conflict the table is
+upserted for the next :data:`UPSERT_AFTER_CONFLICT` batches, so a table whose keys repeat
+does not pay for a failed copy each time. :attr:`Store.paths` counts how each batch went.
+
 A writer may hold merged rows back in a :class:`~projections.model.RowBuffer` across batches
 (``write(..., held=...)``) and write them once (:meth:`Store.flush`, or when the buffer
 reaches its limit): the bulk load of a rebuild. The offsets a batch stores then run ahead of
@@ -51,6 +59,9 @@ Offsets = dict[tuple[str, int], int]
 
 APPEND_ONLY = frozenset({"event_log"})
 """Tables keyed by the source position alone: written with a plain ``COPY``, no upsert."""
+
+UPSERT_AFTER_CONFLICT = 16
+"""Batches a ``"first"`` table is upserted for after a straight copy into it conflicted."""
 
 
 def _tmp(spec: TableSpec) -> sql.Identifier:
@@ -109,6 +120,12 @@ class Store:
         self._plans = {spec.name: self._plan(spec, types[spec.name]) for spec in TABLES}
         self._maybe_empty = {spec.name for spec in TABLES if spec.name not in APPEND_ONLY}
         """Tables not yet seen holding rows: checked under the lock before they are written."""
+        self._upsert_for: dict[str, int] = {}
+        """``"first"`` tables upserted without a straight copy first: batches still to go."""
+        self.paths: Counter[tuple[str, str]] = Counter()
+        """``(table, path)`` batches written: ``"empty"`` (into an empty table), ``"straight"``
+        (a ``"first"`` table, no key stored before), ``"conflict"`` (a straight copy met a
+        stored key and was undone), ``"upsert"``; for profiles and tests."""
 
     def _plan(self, spec: TableSpec, types: list[str]) -> _Plan:
         cols = sql.SQL(", ").join(sql.Identifier(c) for c in spec.columns)
@@ -272,21 +289,25 @@ class Store:
         values = [plan.values(row) for row in rows]
         if scrub:
             values = [tuple(storable(v) for v in value) for value in values]
-        cur = self.conn.cursor()
-        with cur.copy(plan.fill if empty else plan.copy) as copy:
-            copy.set_types(plan.types)
-            for value in values:
-                copy.write_row(value)
-        if plan.upsert is None:
-            return []
         spec = plan.spec
-        if empty:
+        straight = not empty and self._straight_first(plan, values)
+        cur = self.conn.cursor()
+        if not straight:
+            with cur.copy(plan.fill if empty else plan.copy) as copy:
+                copy.set_types(plan.types)
+                for value in values:
+                    copy.write_row(value)
+            if plan.upsert is None:
+                return []
+            self.paths[spec.name, "empty" if empty else "upsert"] += 1
+        if empty or straight:
             # Every row was inserted; scrubbed ones count by their stored values.
             if spec.counters is None:
                 return []
             if not scrub:
                 return rows
             return [dict(zip(spec.columns, v, strict=True)) for v in values]
+        assert plan.upsert is not None  # only tables with an upsert are copied into a temp
         cur.execute(plan.upsert)
         if spec.policy != "first" or spec.counters is None:
             return []
@@ -294,6 +315,29 @@ class Store:
         by_key = {tuple(_keyable(v[i]) for i in key_at): v for v in values}
         inserted = [by_key[tuple(_keyable(k) for k in ret)] for ret in cur.fetchall()]
         return [dict(zip(spec.columns, v, strict=True)) for v in inserted]
+
+    def _straight_first(self, plan: _Plan, values: list[tuple[object, ...]]) -> bool:
+        """Copy a ``"first"`` table's ``values`` straight into it; False (nothing written) when
+        one's key is already stored, or the table is upserted for now."""
+        name = plan.spec.name
+        if plan.upsert is None or plan.spec.policy != "first":
+            return False
+        waiting = self._upsert_for.get(name, 0)
+        if waiting:
+            self._upsert_for[name] = waiting - 1
+            return False
+        try:
+            # A savepoint: a stored key undoes this copy alone.
+            with self.conn.transaction(), self.conn.cursor().copy(plan.fill) as copy:
+                copy.set_types(plan.types)
+                for value in values:
+                    copy.write_row(value)
+        except psycopg.errors.UniqueViolation:
+            self._upsert_for[name] = UPSERT_AFTER_CONFLICT
+            self.paths[name, "conflict"] += 1
+            return False
+        self.paths[name, "straight"] += 1
+        return True
 
     def _add_counters(self, counts: Counter[CounterKey]) -> None:
         names = [k[0] for k in counts]
