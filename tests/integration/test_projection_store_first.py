@@ -127,7 +127,8 @@ def test_a_failed_batch_leaves_nothing_and_the_retry_stores_it_once(store: Store
     the batch fails; writing the batch again stores and counts it once."""
     writer = Writer(store)
     writer.write(delivery("d1"))
-    batch = [delivery("d2"), ("delivery_outcomes", {"delivery_id": "o1"})]  # columns missing
+    missing_columns: RowOp = ("delivery_outcomes", {"delivery_id": "o1"})
+    batch = [delivery("d2"), missing_columns]
     with pytest.raises(KeyError):
         store.write(batch, {TOPIC: 2}, {TOPIC: 1})
     store.conn.rollback()
