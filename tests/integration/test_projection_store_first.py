@@ -12,6 +12,9 @@ from collections.abc import Iterator
 
 import psycopg
 import pytest
+from hypothesis import HealthCheck, given
+from hypothesis import settings as hsettings
+from hypothesis import strategies as st
 from psycopg import sql
 
 from projections.db import connect
@@ -161,3 +164,40 @@ def test_the_database_refuses_what_is_not_a_stored_key(store: Store) -> None:
         store.write([broken], {TOPIC: 2}, {TOPIC: 1})
     store.conn.rollback()
     assert stored(store) == ({"d1": "{}"}, 1)
+
+
+@hsettings(
+    max_examples=25,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
+@given(
+    batches=st.lists(
+        st.lists(st.tuples(st.integers(0, 40), st.integers(0, 3)), min_size=1, max_size=12),
+        min_size=1,
+        max_size=40,
+    )
+)
+def test_any_pattern_of_stored_keys_ends_as_first_wins(
+    store: Store, batches: list[list[tuple[int, int]]]
+) -> None:
+    """Batches of (key, version) with keys repeating within and across batches, in any
+    pattern, conflicts and cool-downs included: the table holds the first version written
+    of each key, and the counter counts each key once."""
+    schema_rows = sql.SQL("TRUNCATE {}, {}, {}").format(
+        sql.Identifier(store.schema, "deliveries"),
+        sql.Identifier(store.schema, "counters"),
+        sql.Identifier(store.schema, "offsets"),
+    )
+    with store.conn.transaction():
+        store.conn.execute(schema_rows)
+    writer = Writer(store)
+    first: dict[str, str] = {}
+    for batch in batches:
+        merged: dict[str, str] = {}  # the projector's batches hold one row per key
+        for key, version in batch:
+            merged.setdefault(f"d{key}", f'{{"v": {version}}}')
+        for delivery_id, payload in merged.items():
+            first.setdefault(delivery_id, payload)
+        writer.write(*(delivery(k, p) for k, p in merged.items()))
+    assert stored(store) == (first, len(first))
