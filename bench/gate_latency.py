@@ -19,14 +19,12 @@ from confluent_kafka import Producer
 
 from bench.backlog import Stage, start_child, stop_children
 from bench.latency_tables import Measured
-from bench.tails import Arrivals, behind_s, settle, tail, tail_consumer
-from schemas.codec import decode, encode
+from bench.tails import Arrivals, behind_s, id_reader, settle, tail, tail_consumer
+from schemas.codec import encode
 from schemas.events import ActionDispatched, CandidateProposed, DispatchRequested
-from schemas.registry import get_registry
 from schemas.topics import ACTIONS, CANDIDATES
 from tests.support.gate import request
 
-DISPATCHED_HEADER = get_registry().by_class[ActionDispatched].header
 LEAD_S = 0.5
 WINDOW_MS = 60_000
 
@@ -68,12 +66,7 @@ def proposal(n: int, tag: str, source_time_ms: int) -> CandidateProposed:
     )
 
 
-def dispatched_action(value: bytes) -> str | None:
-    if value[: len(DISPATCHED_HEADER)] != DISPATCHED_HEADER:
-        return None
-    record = decode(value)
-    assert isinstance(record, ActionDispatched)
-    return record.action_id
+dispatched_action = id_reader(ActionDispatched, "action_id")
 
 
 class GateProcess:

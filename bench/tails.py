@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 
 from bench.backlog import Stage
+from schemas.codec import decode
+from schemas.registry import get_registry
 
 
 @dataclass
@@ -91,3 +93,18 @@ def latencies_ms(arrivals: Arrivals, ids: list[str], scheduled: list[float]) -> 
         for i, at in zip(ids, scheduled, strict=True)
         if i in arrivals.seen
     )
+
+
+def id_reader(cls: type, name: str) -> Callable[[bytes], str | None]:
+    """For :func:`tail`: a message's field ``name`` when it is a ``cls`` record, else ``None``
+    (other types are skipped by their header, without decoding)."""
+    header = get_registry().by_class[cls].header
+
+    def read(value: bytes) -> str | None:
+        if value[: len(header)] != header:
+            return None
+        found = getattr(decode(value), name)
+        assert isinstance(found, str)
+        return found
+
+    return read

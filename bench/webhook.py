@@ -27,22 +27,22 @@ import orjson
 from bench.backlog import ROOT, Stage, candle, plan, start_child, stop_children
 from bench.cpu import CpuMeter, Reader, broker_pid, of_pid
 from bench.latency_tables import Measured
-from bench.tails import Arrivals, behind_s, latencies_ms, settle, tail, tail_consumer
-from schemas.codec import decode
+from bench.tails import (
+    Arrivals,
+    behind_s,
+    id_reader,
+    latencies_ms,
+    settle,
+    tail,
+    tail_consumer,
+)
 from schemas.events import RunAdmitted
-from schemas.registry import get_registry
 from schemas.topics import RUNS
 
-ADMITTED_HEADER = get_registry().by_class[RunAdmitted].header
 COUNTED = re.compile(r"counters: records=(\d+) \S+ batches=(\d+)")
 
 
-def admitted_delivery(value: bytes) -> str | None:
-    if value[: len(ADMITTED_HEADER)] != ADMITTED_HEADER:
-        return None
-    record = decode(value)
-    assert isinstance(record, RunAdmitted)
-    return record.delivery_id
+admitted_delivery = id_reader(RunAdmitted, "delivery_id")
 
 
 # -- webhook ------------------------------------------------------------------------------------

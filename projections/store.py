@@ -290,24 +290,18 @@ class Store:
         if scrub:
             values = [tuple(storable(v) for v in value) for value in values]
         spec = plan.spec
-        straight = not empty and self._straight_first(plan, values)
+        if not empty and self._straight_first(plan, values):
+            return _all_inserted(spec, rows, values, scrub)
         cur = self.conn.cursor()
-        if not straight:
-            with cur.copy(plan.fill if empty else plan.copy) as copy:
-                copy.set_types(plan.types)
-                for value in values:
-                    copy.write_row(value)
-            if plan.upsert is None:
-                return []
-            self.paths[spec.name, "empty" if empty else "upsert"] += 1
-        if empty or straight:
-            # Every row was inserted; scrubbed ones count by their stored values.
-            if spec.counters is None:
-                return []
-            if not scrub:
-                return rows
-            return [dict(zip(spec.columns, v, strict=True)) for v in values]
-        assert plan.upsert is not None  # only tables with an upsert are copied into a temp
+        with cur.copy(plan.fill if empty else plan.copy) as copy:
+            copy.set_types(plan.types)
+            for value in values:
+                copy.write_row(value)
+        if plan.upsert is None:
+            return []
+        self.paths[spec.name, "empty" if empty else "upsert"] += 1
+        if empty:
+            return _all_inserted(spec, rows, values, scrub)
         cur.execute(plan.upsert)
         if spec.policy != "first" or spec.counters is None:
             return []
@@ -361,6 +355,18 @@ class Store:
             ).format(t=sql.Identifier(self.schema, "offsets")),
             ([k[0] for k in offsets], [k[1] for k in offsets], list(offsets.values())),
         )
+
+
+def _all_inserted(
+    spec: TableSpec, rows: list[Row], values: list[tuple[object, ...]], scrub: bool
+) -> list[Row]:
+    """What :meth:`Store._copy` returns when every row was inserted: the rows of a counted
+    table, scrubbed ones by their stored values."""
+    if spec.counters is None:
+        return []
+    if not scrub:
+        return rows
+    return [dict(zip(spec.columns, v, strict=True)) for v in values]
 
 
 def _keyable(value: object) -> object:
