@@ -22,7 +22,7 @@ contender of every run reads those same records. Per run, each on fresh topics o
 
 After the timed runs, one extra run of ``BENCH_PROFILE_DELIVERIES`` (50,000) deliveries by
 one instance under py-spy (if installed; ``BENCH_PROFILE=0`` skips it) gives the note on
-what limits it; ``--profile-only`` does just that run and adds its note to ``--out``.
+what limits it; ``--profile-only`` does just that run and replaces its note in ``--out``.
 
 Other knobs: ``BENCH_PARTITIONS`` (default 6), ``BENCH_TIMEOUT_S`` per contender (600),
 ``BENCH_SKIP`` (comma-separated contender keys: ``interpreted,limit,pg,dbos``) for a quick look.
@@ -68,7 +68,7 @@ from bench.backlog import (
     stop_on_sigterm,
 )
 from bench.profile import Profiler, available, top_frames
-from bench.results import read, write
+from bench.results import replace_notes, write
 from schemas.codec import decode
 from schemas.events import (
     BranchLaunched,
@@ -438,7 +438,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--profile-only",
         action="store_true",
-        help="only the profiled run; add its note to the section already in --out",
+        help="only the profiled run; replace its note in the section already in --out",
     )
     parser.add_argument(
         "--resume",
@@ -450,8 +450,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.profile_only:
         backlog = plan(int(os.environ.get("BENCH_PROFILE_DELIVERIES", "50000")), 0.25)
         note = profile_note(backlog, int(os.environ.get("BENCH_PARTITIONS", "6")), 600)
-        done = read(args.out)
-        write(dataclasses.replace(done, notes=[*done.notes, note]), args.out)
+        replace_notes(args.out, PROFILE_NOTE, [note])
         print(note)
         return 0
     raw = args.out.with_suffix(".raw.json")

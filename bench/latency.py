@@ -21,6 +21,12 @@ sender that falls behind shows up as latency instead of hiding it (no coordinate
   transaction writes to (and commits a marker in) every partition it touches, so this shows
   what the partition count costs latency on this broker.
 
+- **Profile** (``BENCH_PROFILE``, default 1; 0 leaves it out): after the timed runs, one
+  more webhook run at ``BENCH_PROFILE_RATE`` (default 1,000/s, the target's rate) with py-spy
+  on the ingest and the processor and the broker's CPU read per thread, and one counting the
+  Kafka requests each server sends (:mod:`bench.latency_profile`); ``--profile-only`` does
+  just those and replaces the profile notes of the section already in ``--out``.
+
 p50, p99 and p99.9 per rate (median of the runs, with min and max). A rate the sender could
 not keep (its last record became visible more than 10% of the duration after the last
 scheduled send, or a record never did) is marked as not sustained, with the rate at which
@@ -50,9 +56,10 @@ from bench.backlog import (
     stop_on_sigterm,
 )
 from bench.cpu import of_pid
+from bench.latency_profile import PROFILE_NOTE, profile_notes
 from bench.latency_section import section
 from bench.latency_tables import Measured
-from bench.results import write
+from bench.results import replace_notes, write
 from bench.tails import Arrivals, behind_s, latencies_ms, settle, tail, tail_consumer
 from bench.webhook import Servers, on_fewer_partitions, webhook
 
@@ -106,10 +113,22 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.latency", description=__doc__)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--out", type=Path, default=Path("var/bench/latency.json"))
+    parser.add_argument(
+        "--profile-only",
+        action="store_true",
+        help="only the profiled runs; replace the profile notes of the section in --out",
+    )
     args = parser.parse_args(argv)
     stop_on_sigterm()
-    rates = [float(r) for r in os.environ.get("BENCH_RATES", "200,1000,5000").split(",") if r]
+    partitions = int(os.environ.get("BENCH_PARTITIONS", "6"))
     seconds = float(os.environ.get("BENCH_LATENCY_SECONDS", "10"))
+    profile_rate = float(os.environ.get("BENCH_PROFILE_RATE", "1000"))
+    if args.profile_only:
+        notes = profile_notes(profile_rate, seconds, partitions)
+        replace_notes(args.out, PROFILE_NOTE, notes)
+        print("\n".join(notes))
+        return 0
+    rates = [float(r) for r in os.environ.get("BENCH_RATES", "200,1000,5000").split(",") if r]
     gate_rate = float(os.environ.get("BENCH_GATE_RATE", "100"))
     fewer = int(os.environ.get("BENCH_FEWER_PARTITIONS", "1"))
     webhook_runs: list[list[Measured]] = []
@@ -120,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
     for run in range(args.runs):
         print(f"latency run {run + 1} of {args.runs}", flush=True)
         loads.append(load_note(run))
-        stage = Stage(int(os.environ.get("BENCH_PARTITIONS", "6")))
+        stage = Stage(partitions)
         servers: Servers | None = None
         gate: gate_latency.GateProcess | None = None
         try:
@@ -158,7 +177,12 @@ def main(argv: list[str] | None = None) -> int:
         os.cpu_count() or 1,
         fewer=(fewer, fewer_runs) if fewer_runs else None,
     )
-    write(dataclasses.replace(rendered, notes=rendered.notes + loads), args.out)
+    profiled = (
+        profile_notes(profile_rate, seconds, partitions)
+        if os.environ.get("BENCH_PROFILE", "1") != "0"
+        else []
+    )
+    write(dataclasses.replace(rendered, notes=rendered.notes + loads + profiled), args.out)
     print(f"wrote {args.out}")
     return 0
 

@@ -6,7 +6,9 @@ Every figure is the median of at least three runs, shown with its min and max
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import os
 import statistics
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -89,6 +91,18 @@ class Target:
 def write(section: Section, path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(asdict(section), indent=2) + "\n")
+
+
+def replace_notes(path: Path, prefix: str, notes: list[str]) -> None:
+    """Replace the notes of the section in ``path`` that start with ``prefix`` by ``notes``
+    (a profile run after the timed ones). The file keeps its modification time: the page's
+    "Measured" line is when the section's timed runs were written, which this does not
+    change."""
+    done = read(path)
+    kept = [n for n in done.notes if not n.startswith(prefix)]
+    times = path.stat()
+    write(dataclasses.replace(done, notes=kept + notes), path)
+    os.utime(path, ns=(times.st_atime_ns, times.st_mtime_ns))
 
 
 def read(path: Path) -> Section:

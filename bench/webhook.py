@@ -20,6 +20,7 @@ import threading
 import time
 import urllib.request
 import uuid
+from collections.abc import Mapping
 
 import aiohttp
 import orjson
@@ -58,9 +59,10 @@ def free_port() -> int:
 class Servers:
     """``sluicegate ingest`` and ``sluicegate processor`` on a stage, as child processes."""
 
-    def __init__(self, stage: Stage) -> None:
+    def __init__(self, stage: Stage, extra_env: Mapping[str, str] | None = None) -> None:
+        """``extra_env``: more environment for both children (librdkafka debug, say)."""
         self.port = free_port()
-        env = {**os.environ, **stage.env(), "SLUICEGATE_READ_HTTP": "off"}
+        env = {**os.environ, **stage.env(), "SLUICEGATE_READ_HTTP": "off", **(extra_env or {})}
         self.children: list[subprocess.Popen[bytes]] = [
             start_child(
                 stage,
@@ -70,7 +72,11 @@ class Servers:
             ),
             start_child(stage, "processor", ["processor", "--instance-id", "latency-1"], env),
         ]
-        self._processor_log = ROOT / "var" / "bench-logs" / f"{stage.prefix}processor.log"
+        self.logs = tuple(
+            ROOT / "var" / "bench-logs" / f"{stage.prefix}{name}.log"
+            for name in ("ingest", "processor")
+        )
+        self._processor_log = self.logs[1]
         deadline = time.monotonic() + 60
         while not self._ready():
             if time.monotonic() > deadline:

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from bench.report import Machine, main, panels, render_markdown, render_png
-from bench.results import Section, Series, Table, Target, write
+from bench.results import Section, Series, Table, Target, read, replace_notes, write
 
 MACHINE = Machine(
     cores=2, ram_gib=7.6, python="3.11.9", kafka="4.1.0", postgres="16.4", date="2026-12-01"
@@ -80,3 +81,14 @@ def test_each_section_says_when_it_was_measured() -> None:
     title = next(i for i, line in enumerate(page.splitlines()) if line.startswith("## "))
     assert page.splitlines()[title + 2] == "Measured 2026-12-01 21:00 UTC."
     assert "| page written |" in page
+
+
+def test_a_later_profile_replaces_its_notes_and_keeps_when_the_section_was_measured(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "latency.json"
+    write(Section(2, "Latency", "intro", notes=["Run 1 ...", "Profile A", "Profile B"]), path)
+    os.utime(path, (1_700_000_000, 1_700_000_000))
+    replace_notes(path, "Profile", ["Profile C"])
+    assert read(path).notes == ["Run 1 ...", "Profile C"]
+    assert path.stat().st_mtime == 1_700_000_000
