@@ -20,9 +20,7 @@ import subprocess
 from collections.abc import Mapping
 from pathlib import Path
 
-from bench.cpu import PROC
-
-_TICKS = os.sysconf("SC_CLK_TCK")
+from bench.cpu import PROC, own_cpu_seconds, read_stat
 
 # First match wins, so the specific prefixes come before the general ones. Prefixes of 15
 # characters or fewer also match the cut names /proc gives.
@@ -83,22 +81,16 @@ def java_thread_names(pid: int) -> dict[int, str]:
 def snapshot(pid: int, proc: Path = PROC) -> dict[int, tuple[str, float]]:
     """tid -> (name as /proc gives it, user + system CPU seconds) of every thread of ``pid``
     now; empty if the process is not readable here."""
-    threads: dict[int, tuple[str, float]] = {}
+    tasks = proc / str(pid) / "task"
     try:
-        entries = list(os.scandir(proc / str(pid) / "task"))
+        tids = [entry.name for entry in os.scandir(tasks)]
     except OSError:
-        return threads
-    for entry in entries:
-        try:
-            text = Path(entry.path, "stat").read_text()
-        except OSError:
-            continue  # the thread ended between the listing and the read
-        head, _, rest = text.rpartition(")")
-        fields = rest.split()
-        threads[int(entry.name)] = (
-            head.partition("(")[2],
-            (int(fields[11]) + int(fields[12])) / _TICKS,
-        )
+        return {}
+    threads: dict[int, tuple[str, float]] = {}
+    for tid in tids:
+        found = read_stat(tid, tasks)
+        if found is not None:  # None: the thread ended between the listing and the read
+            threads[int(tid)] = (found[0], own_cpu_seconds(found[1]))
     return threads
 
 

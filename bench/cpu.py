@@ -19,8 +19,9 @@ _TICKS = os.sysconf("SC_CLK_TCK")
 PROC = Path("/proc")
 
 
-def _stat(pid: int | str, proc: Path = PROC) -> tuple[str, list[str]] | None:
-    """The command name and the fields after it of ``/proc/<pid>/stat`` (None if gone)."""
+def read_stat(pid: int | str, proc: Path = PROC) -> tuple[str, list[str]] | None:
+    """The command name and the fields after it of ``<proc>/<pid>/stat`` (None if gone); a
+    thread's with ``proc`` its process's ``task`` directory."""
     try:
         text = (proc / str(pid) / "stat").read_text()
     except OSError:
@@ -31,10 +32,12 @@ def _stat(pid: int | str, proc: Path = PROC) -> tuple[str, list[str]] | None:
 
 def cpu_seconds(pid: int) -> float | None:
     """User + system CPU seconds of ``pid`` so far (None if it is gone or not on Linux)."""
-    found = _stat(pid)
-    if found is None:
-        return None
-    fields = found[1]
+    found = read_stat(pid)
+    return None if found is None else own_cpu_seconds(found[1])
+
+
+def own_cpu_seconds(fields: list[str]) -> float:
+    """User + system CPU seconds from the fields :func:`read_stat` returns."""
     return (int(fields[11]) + int(fields[12])) / _TICKS
 
 
@@ -61,7 +64,7 @@ def postgres_cpu_seconds(proc: Path = PROC) -> float | None:
     for entry in os.scandir(proc):
         if not entry.name.isdigit():
             continue
-        found = _stat(entry.name, proc)
+        found = read_stat(entry.name, proc)
         if found is None or found[0] != "postgres":
             continue
         fields = found[1]

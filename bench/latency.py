@@ -52,7 +52,6 @@ from bench import gate_latency
 from bench.admission import load_note
 from bench.backlog import (
     Stage,
-    plan,
     stop_on_sigterm,
 )
 from bench.cpu import of_pid
@@ -61,7 +60,7 @@ from bench.latency_section import section
 from bench.latency_tables import Measured
 from bench.results import replace_notes, write
 from bench.tails import Arrivals, behind_s, latencies_ms, settle, tail, tail_consumer
-from bench.webhook import Servers, on_fewer_partitions, webhook
+from bench.webhook import on_fewer_partitions, serving, webhook
 
 # -- bare round trip ----------------------------------------------------------------------------
 
@@ -139,34 +138,25 @@ def main(argv: list[str] | None = None) -> int:
     for run in range(args.runs):
         print(f"latency run {run + 1} of {args.runs}", flush=True)
         loads.append(load_note(run))
-        stage = Stage(partitions)
-        servers: Servers | None = None
-        gate: gate_latency.GateProcess | None = None
-        try:
-            stage.produce(dataclasses.replace(plan(1, 0.0), deliveries=[]))  # the workflow only
-            servers = Servers(stage)
+        with serving(partitions) as (stage, servers):
             gate = gate_latency.GateProcess(stage)
-            webhook(stage, servers, 50, 1)  # warm-up: group joined, workflow table read
-            webhook_runs.append([])
-            bare_runs.append([])
-            meter = servers.meter(gate=of_pid(gate.child.pid))
-            for rate in rates:
-                for kind, measured in (
-                    ("webhook", webhook(stage, servers, rate, seconds, meter)),
-                    ("bare", bare(stage, rate, seconds)),
-                ):
-                    (webhook_runs if kind == "webhook" else bare_runs)[-1].append(measured)
-                    print(f"  {kind} {rate:,.0f}/s: {measured.summary()}", flush=True)
-            if gate_rate > 0:  # BENCH_GATE_RATE=0 leaves the gate out
-                gate_latency.measure(stage, 20, 1, f"w{run}")  # warm-up
-                gate_runs.append(gate_latency.measure(stage, gate_rate, seconds, f"r{run}"))
-                print(f"  gate {gate_rate:,.0f}/s: {gate_runs[-1].summary()}", flush=True)
-        finally:
-            if gate is not None:
+            try:
+                webhook_runs.append([])
+                bare_runs.append([])
+                meter = servers.meter(gate=of_pid(gate.child.pid))
+                for rate in rates:
+                    for kind, measured in (
+                        ("webhook", webhook(stage, servers, rate, seconds, meter)),
+                        ("bare", bare(stage, rate, seconds)),
+                    ):
+                        (webhook_runs if kind == "webhook" else bare_runs)[-1].append(measured)
+                        print(f"  {kind} {rate:,.0f}/s: {measured.summary()}", flush=True)
+                if gate_rate > 0:  # BENCH_GATE_RATE=0 leaves the gate out
+                    gate_latency.measure(stage, 20, 1, f"w{run}")  # warm-up
+                    gate_runs.append(gate_latency.measure(stage, gate_rate, seconds, f"r{run}"))
+                    print(f"  gate {gate_rate:,.0f}/s: {gate_runs[-1].summary()}", flush=True)
+            finally:
                 gate.close()
-            if servers is not None:
-                servers.close()
-            stage.close()
         if fewer > 0:  # BENCH_FEWER_PARTITIONS=0 leaves this pass out
             fewer_runs.append(on_fewer_partitions(fewer, [r for r in rates if r <= 1000], seconds))
     rendered = section(

@@ -16,17 +16,16 @@ Then one more run at the same rate with librdkafka's protocol debug log on in bo
 
 from __future__ import annotations
 
-import dataclasses
 import re
 import time
 from collections import Counter
 from pathlib import Path
 
-from bench.backlog import ROOT, Stage, plan
+from bench.backlog import ROOT
 from bench.broker_threads import by_group, java_thread_names, snapshot
 from bench.cpu import broker_pid
 from bench.profile import Profiler, available, top_frames
-from bench.webhook import Servers, webhook
+from bench.webhook import serving, webhook
 
 PROFILE_NOTE = "What the webhook path kept busy"
 """Every note of the profile starts so (a later profile replaces them all)."""
@@ -43,13 +42,8 @@ def profile_notes(rate: float, seconds: float, partitions: int) -> list[str]:
 def _profiled(rate: float, seconds: float, partitions: int) -> list[str]:
     if not available():
         return [f"{PROFILE_NOTE}: not profiled, py-spy is not installed (pip install py-spy)."]
-    stage = Stage(partitions)
-    servers: Servers | None = None
     broker = broker_pid()
-    try:
-        stage.produce(dataclasses.replace(plan(1, 0.0), deliveries=[]))  # the workflow only
-        servers = Servers(stage)
-        webhook(stage, servers, 50, 1)  # warm-up: group joined, workflow table read
+    with serving(partitions) as (stage, servers):
         names = java_thread_names(broker) if broker is not None else {}
         before = snapshot(broker) if broker is not None else {}
         started = time.monotonic()
@@ -60,10 +54,6 @@ def _profiled(rate: float, seconds: float, partitions: int) -> list[str]:
             raws = [profiler.stop() for profiler in profilers]
         elapsed = time.monotonic() - started
         after = snapshot(broker) if broker is not None else {}
-    finally:
-        if servers is not None:
-            servers.close()
-        stage.close()
     head = (
         f"{PROFILE_NOTE} at {rate:,.0f}/s: one extra run of {seconds:.0f} s on fresh topics "
         f"({partitions} partitions), not among the timed runs, with py-spy sampling the "
@@ -105,20 +95,12 @@ def _appended(path: Path, since: int) -> bytes:
 def request_note(rate: float, seconds: float, partitions: int) -> str:
     """The Kafka requests the processor sent per transaction and the ingest per post, counted
     in one more webhook run at ``rate`` with librdkafka's protocol debug log on."""
-    stage = Stage(partitions)
-    servers: Servers | None = None
-    try:
-        stage.produce(dataclasses.replace(plan(1, 0.0), deliveries=[]))  # the workflow only
-        servers = Servers(stage, {"SLUICEGATE_RDKAFKA_DEBUG": "protocol"})
-        webhook(stage, servers, 50, 1)  # warm-up: group joined, workflow table read
-        logs = servers.logs
-        sizes = [log.stat().st_size for log in logs]
+    with serving(partitions, {"SLUICEGATE_RDKAFKA_DEBUG": "protocol"}) as (stage, servers):
+        sizes = [log.stat().st_size for log in servers.logs]
         measured = webhook(stage, servers, rate, seconds, servers.meter())
-        ingest, processor = (_appended(log, at) for log, at in zip(logs, sizes, strict=True))
-    finally:
-        if servers is not None:
-            servers.close()
-        stage.close()
+        ingest, processor = (
+            _appended(log, at) for log, at in zip(servers.logs, sizes, strict=True)
+        )
     by_processor = requests_sent(processor)
     per = (
         ("processor", by_processor, by_processor["EndTxn"], "transaction"),

@@ -10,6 +10,7 @@ answer came back; :func:`webhook` times each post from its scheduled send to its
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import os
 import re
@@ -20,7 +21,7 @@ import threading
 import time
 import urllib.request
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 
 import aiohttp
 import orjson
@@ -76,7 +77,6 @@ class Servers:
             ROOT / "var" / "bench-logs" / f"{stage.prefix}{name}.log"
             for name in ("ingest", "processor")
         )
-        self._processor_log = self.logs[1]
         deadline = time.monotonic() + 60
         while not self._ready():
             if time.monotonic() > deadline:
@@ -107,9 +107,7 @@ class Servers:
 
     def _counted(self) -> list[tuple[str, str]]:
         """(records, batches) of every counters line the processor has logged so far."""
-        found: list[tuple[str, str]] = COUNTED.findall(
-            self._processor_log.read_text(errors="replace")
-        )
+        found: list[tuple[str, str]] = COUNTED.findall(self.logs[1].read_text(errors="replace"))
         return found
 
     def meter(self, **others: Reader) -> CpuMeter:
@@ -235,16 +233,31 @@ def webhook(
     )
 
 
+@contextlib.contextmanager
+def serving(
+    partitions: int, extra_env: Mapping[str, str] | None = None
+) -> Iterator[tuple[Stage, Servers]]:
+    """Fresh topics of ``partitions`` partitions holding the example workflow, and
+    :class:`Servers` on them (``extra_env`` for both), warmed up: group joined, workflow
+    table read. Servers and topics are closed on the way out."""
+    stage = Stage(partitions)
+    servers: Servers | None = None
+    try:
+        stage.produce(dataclasses.replace(plan(1, 0.0), deliveries=[]))  # the workflow only
+        servers = Servers(stage, extra_env)
+        webhook(stage, servers, 50, 1)  # warm-up
+        yield stage, servers
+    finally:
+        if servers is not None:
+            servers.close()
+        stage.close()
+
+
 def on_fewer_partitions(partitions: int, rates: list[float], seconds: float) -> list[Measured]:
     """The webhook measurement again on fresh topics of ``partitions`` partitions each, at
     ``rates``: what the partitions a transaction touches cost its latency."""
-    stage = Stage(partitions)
-    servers: Servers | None = None
     measured: list[Measured] = []
-    try:
-        stage.produce(dataclasses.replace(plan(1, 0.0), deliveries=[]))  # the workflow only
-        servers = Servers(stage)
-        webhook(stage, servers, 50, 1)  # warm-up
+    with serving(partitions) as (stage, servers):
         meter = servers.meter()
         for rate in rates:
             measured.append(webhook(stage, servers, rate, seconds, meter))
@@ -253,8 +266,4 @@ def on_fewer_partitions(partitions: int, rates: list[float], seconds: float) -> 
                 f"{measured[-1].summary()}",
                 flush=True,
             )
-    finally:
-        if servers is not None:
-            servers.close()
-        stage.close()
     return measured
