@@ -8,11 +8,11 @@ advance (``start + i / rate``) and a latency is measured from that *scheduled* t
 sender that falls behind shows up as latency instead of hiding it (no coordinated omission).
 
 - **Webhook**: a real ``sluicegate ingest`` (HTTP server) and one ``sluicegate processor``,
-  as separate processes, on fresh topics; an aiohttp client posts distinct candles (each a
-  new occurrence) to ``POST /v1/hooks/btc-breakout``; a read_committed consumer on ``runs``
-  notes when each delivery's ``RunAdmitted`` arrives (matched by the delivery id the 202
-  answered with); the client notes when each answer arrived, so the tables split a rate's
-  latency into the front door's part and the rest.
+  as separate processes, on fresh topics; a lean keep-alive client (:mod:`bench.http_client`)
+  posts distinct candles (each a new occurrence) to ``POST /v1/hooks/btc-breakout``; a
+  read_committed consumer on ``runs`` notes when each delivery's ``RunAdmitted`` arrives
+  (matched by the delivery id the 202 answered with); the client notes when each answer
+  arrived, so the tables split a rate's latency into the front door's part and the rest.
 - **Bare round trip**: a plain idempotent producer (acks=all) and a read_committed consumer
   on a topic of its own, the same rates and durations.
 

@@ -117,8 +117,12 @@ def section(
         "the scheduled time, so a sender that falls behind counts as latency. Every post is a "
         "new occurrence (a RunAdmitted each).",
         "One `sluicegate ingest` and one `sluicegate processor` (default batch and commit "
-        "interval), each its own process; the aiohttp client and the read_committed tail "
-        "consumers run in the benchmark process, on the same 2 cores.",
+        "interval), each its own process; the HTTP client and the read_committed tail "
+        "consumers run in the benchmark process, on the same 2 cores. The client "
+        "(`bench/http_client.py`) posts prepared bytes over kept-alive HTTP/1.1 connections, "
+        "one request at a time each, up to 256 open: aiohttp's client, used before, took "
+        "0.35 cores at 1,000 posts/s from the cores under test, this one about half that "
+        "(the 'benchmark process' column below).",
         "A rate is 'sustained' in a run when every record became visible, the last of them at "
         "most 10% of the duration after the last scheduled send; otherwise the table gives the "
         "rate at which records became visible (sent / (duration + that delay)).",

@@ -23,11 +23,11 @@ import urllib.request
 import uuid
 from collections.abc import Iterator, Mapping
 
-import aiohttp
 import orjson
 
 from bench.backlog import ROOT, Stage, candle, plan, start_child, stop_children
 from bench.cpu import CpuMeter, Reader, broker_pid, of_pid
+from bench.http_client import KeepAliveClient, ProtocolError
 from bench.latency_tables import Measured
 from bench.tails import (
     Arrivals,
@@ -139,41 +139,45 @@ class Posted:
 
 
 async def post_all(port: int, bodies: list[bytes], rate: float) -> Posted:
-    """Post ``bodies`` at ``rate``/s open-loop."""
-    url = f"http://127.0.0.1:{port}/v1/hooks/btc-breakout?env=paper"
-    connector = aiohttp.TCPConnector(limit=256)
+    """Post ``bodies`` at ``rate``/s open-loop (:class:`bench.http_client.KeepAliveClient`:
+    every request's bytes are prepared before the first is sent)."""
+    client = KeepAliveClient("127.0.0.1", port)
+    requests = [
+        client.request("/v1/hooks/btc-breakout?env=paper", body, "application/json")
+        for body in bodies
+    ]
     scheduled: list[float] = [0.0] * len(bodies)
     ids: list[str] = [""] * len(bodies)
     answered: list[float] = [0.0] * len(bodies)
     refusals: dict[int, int] = {}
-    async with aiohttp.ClientSession(connector=connector) as session:
 
-        async def one(i: int, body: bytes) -> None:
-            # A refusal (503 when the broker ack takes too long, a dropped connection) is
-            # counted, not raised: an overloaded rate is a result, not a crash.
-            try:
-                async with session.post(
-                    url, data=body, headers={"Content-Type": "application/json"}
-                ) as response:
-                    answer = await response.read()
-                    answered[i] = time.monotonic()
-                    if response.status == 202:
-                        ids[i] = orjson.loads(answer)["delivery_id"]
-                    else:
-                        refusals[response.status] = refusals.get(response.status, 0) + 1
-            except (aiohttp.ClientError, TimeoutError):
-                refusals[0] = refusals.get(0, 0) + 1
+    async def one(i: int) -> None:
+        # A refusal (503 when the broker ack takes too long, a dropped connection) is
+        # counted, not raised: an overloaded rate is a result, not a crash.
+        try:
+            status, answer = await client.send(requests[i])
+        except (OSError, ProtocolError):
+            refusals[0] = refusals.get(0, 0) + 1
+            return
+        answered[i] = time.monotonic()
+        if status == 202:
+            ids[i] = orjson.loads(answer)["delivery_id"]
+        else:
+            refusals[status] = refusals.get(status, 0) + 1
 
+    try:
         start = time.monotonic() + 0.2
         tasks = []
-        for i, body in enumerate(bodies):
+        for i in range(len(bodies)):
             at = start + i / rate
             scheduled[i] = at
             delay = at - time.monotonic()
             if delay > 0:
                 await asyncio.sleep(delay)
-            tasks.append(asyncio.create_task(one(i, body)))
+            tasks.append(asyncio.create_task(one(i)))
         await asyncio.gather(*tasks)
+    finally:
+        client.close()
     if refusals:
         print(f"  webhook refusals by status (0: no answer): {refusals}", flush=True)
     return Posted(scheduled, ids, answered)
