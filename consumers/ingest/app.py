@@ -99,7 +99,7 @@ def _components(ingest: Ingest) -> Callable[[web.Application], AsyncIterator[Non
             yield
         finally:
             if owned_producer is not None:
-                await loop.run_in_executor(None, owned_producer.close)
+                await owned_producer.close()
             if owned_outcomes is not None:
                 await loop.run_in_executor(None, owned_outcomes.close)
             if owned_directory is not None:
