@@ -1,6 +1,6 @@
 """Section 1, admission throughput: Sluicegate beside the limit, Postgres and DBOS.
 
-``python -m bench.admission --runs 3 --out var/bench/admission.json``
+``python -m bench.admission --runs 3 --out docs/benchmarks/admission.json``
 
 One backlog (``BENCH_DELIVERIES`` deliveries, default 200,000, ``BENCH_DUPLICATES`` of them
 repeats, default 0.25; the example workflow's 3 slots) is planned and encoded once; every
@@ -80,6 +80,8 @@ from schemas.events import (
 from schemas.topics import DELIVERIES, RUNS, TASKS, TOPICS, WORKFLOWS
 from sluicegate import native
 
+RAW_DIR = ROOT / "var" / "bench"
+"""Where the raw results are kept (not committed): what ``--resume`` reads."""
 OUTCOMES = (RunAdmitted, DeliveryDeduplicated, OccurrenceConflict, DeliveryRejected)
 
 
@@ -315,7 +317,7 @@ PROFILE_NOTE = "What limits one instance"
 
 
 def load_results(path: Path) -> Results:
-    """The raw results a previous pass left beside its section (``--resume``)."""
+    """The raw results a previous pass left in :data:`RAW_DIR` (``--resume``)."""
     raw = json.loads(path.read_text())
     return Results(
         rates=raw["rates"],
@@ -434,7 +436,7 @@ def measure(
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.admission", description=__doc__)
     parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--out", type=Path, default=Path("var/bench/admission.json"))
+    parser.add_argument("--out", type=Path, default=Path("docs/benchmarks/admission.json"))
     parser.add_argument(
         "--profile-only",
         action="store_true",
@@ -443,7 +445,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--resume",
         action="store_true",
-        help="read the raw results beside --out and run only contenders short of --runs",
+        help="read the raw results (var/bench/<out name>.raw.json) and run only contenders "
+        "short of --runs",
     )
     args = parser.parse_args(argv)
     stop_on_sigterm()
@@ -453,7 +456,7 @@ def main(argv: list[str] | None = None) -> int:
         replace_notes(args.out, PROFILE_NOTE, [note])
         print(note)
         return 0
-    raw = args.out.with_suffix(".raw.json")
+    raw = RAW_DIR / f"{args.out.stem}.raw.json"
     earlier = load_results(raw) if args.resume else None
     results, backlog, scale = measure(args.runs, earlier)
     profiled_before = any(n.startswith(PROFILE_NOTE) for n in results.notes)

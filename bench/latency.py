@@ -1,6 +1,6 @@
 """Section 2, latency: webhook POST to ``RunAdmitted`` visible, beside a bare round trip.
 
-``python -m bench.latency --runs 3 --out var/bench/latency.json``
+``python -m bench.latency --runs 3 --out docs/benchmarks/latency.json``
 
 Per run and offered rate (``BENCH_RATES``, default ``200,1000,5000`` deliveries/s), for
 ``BENCH_LATENCY_SECONDS`` (default 10) seconds each, open-loop: every send time is fixed in
@@ -111,7 +111,7 @@ def bare(stage: Stage, rate: float, seconds: float) -> Measured:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.latency", description=__doc__)
     parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--out", type=Path, default=Path("var/bench/latency.json"))
+    parser.add_argument("--out", type=Path, default=Path("docs/benchmarks/latency.json"))
     parser.add_argument(
         "--profile-only",
         action="store_true",

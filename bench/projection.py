@@ -2,7 +2,7 @@
 
 Run from the repository root::
 
-    .venv/bin/python -m bench.projection --runs 3 --out var/bench/projection.json
+    .venv/bin/python -m bench.projection --runs 3 --out docs/benchmarks/projection.json
 
 One history, made by the real admission and gate cores (``tests/support/history.py``), is
 written once under a unique topic prefix (6 partitions, transactions of 1,000 records, as a
@@ -211,7 +211,7 @@ def profiles(settings: Settings) -> dict[str, list[str]]:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description="make bench, section 4: projection")
     parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--out", type=Path, default=Path("var/bench/projection.json"))
+    parser.add_argument("--out", type=Path, default=Path("docs/benchmarks/projection.json"))
     parser.add_argument("--no-profile", action="store_true", help="skip the py-spy profiles")
     args = parser.parse_args(argv)
     occurrences = int(os.environ.get("BENCH_PROJECTION_OCCURRENCES", "6600"))

@@ -18,7 +18,7 @@ Scale (environment): ``BENCH_RESTORE_RECORDS`` (default 1,000,000) the size whos
 timed, ``BENCH_RSS_RECORDS`` (default ``1000000,5000000``) the sizes whose RSS is compared.
 A smoke run: ``BENCH_RESTORE_RECORDS=100000 BENCH_RSS_RECORDS=100000,300000``.
 
-``python -m bench.recovery --runs 3 --out var/bench/recovery.json``; topics and state
+``python -m bench.recovery --runs 3 --out docs/benchmarks/recovery.json``; topics and state
 directories are deleted at the end.
 """
 
@@ -370,7 +370,7 @@ def delete_topics(settings: Settings) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--out", type=Path, default=Path("var/bench/recovery.json"))
+    parser.add_argument("--out", type=Path, default=Path("docs/benchmarks/recovery.json"))
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:

@@ -1,7 +1,9 @@
 """``python -m bench.report``: render ``docs/benchmarks.md`` and ``docs/benchmarks.png``.
 
-Reads every section JSON under ``--results`` (default ``var/bench``; one file per section,
-written by ``bench.<name> --out``), orders them by :attr:`Section.order`, and writes:
+Reads every section JSON under ``--results`` (default ``docs/benchmarks``, committed with the
+page, so that rerunning one section on a fresh clone renders the others from their last
+results; one file per section, written by ``bench.<name> --out``), orders them by
+:attr:`Section.order`, and writes:
 
 - the Markdown page: the machine's facts at the top (cores, RAM, Python, Kafka and Postgres
   versions, date), then per section its intro, its targets (met or missed, and by how much),
@@ -248,28 +250,21 @@ def _draw(ax: object, series: list[Series]) -> None:
     ax.grid(axis="y", alpha=0.3)  # type: ignore[attr-defined]
 
 
-def load(results: Path) -> list[tuple[Section, str]]:
+def load(results: Path) -> list[Section]:
     """Every section JSON under ``results`` (a file that is not a section is an error), but
-    ``*.raw.json``: a section's raw measurements, which it may keep beside it; each with the
-    time its file was written."""
+    ``*.raw.json``: a section's raw measurements, which it may keep beside it."""
     paths = sorted(p for p in results.glob("*.json") if not p.name.endswith(".raw.json"))
-    return [(read(path), _written(path)) for path in paths]
-
-
-def _written(path: Path) -> str:
-    at = datetime.datetime.fromtimestamp(path.stat().st_mtime, datetime.UTC)
-    return at.strftime("%Y-%m-%d %H:%M UTC")
+    return [read(path) for path in paths]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.report", description=__doc__)
-    parser.add_argument("--results", type=Path, default=Path("var/bench"))
+    parser.add_argument("--results", type=Path, default=Path("docs/benchmarks"))
     parser.add_argument("--markdown", type=Path, default=Path("docs/benchmarks.md"))
     parser.add_argument("--png", type=Path, default=Path("docs/benchmarks.png"))
     args = parser.parse_args(argv)
-    loaded = load(args.results)
-    sections = [section for section, _ in loaded]
-    measured = {section.order: written for section, written in loaded}
+    sections = load(args.results)
+    measured = {section.order: section.measured for section in sections}
     drawn = render_png(sections, args.png)
     relative = os.path.relpath(args.png, args.markdown.parent) if drawn else None
     args.markdown.parent.mkdir(parents=True, exist_ok=True)

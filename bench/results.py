@@ -7,9 +7,10 @@ Every figure is the median of at least three runs, shown with its min and max
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import json
-import os
 import statistics
+import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -75,6 +76,8 @@ class Section:
     notes: list[str] = field(default_factory=list)
     series: list[Series] = field(default_factory=list)
     targets: list[Target] = field(default_factory=list)
+    measured: str = ""
+    """When its timed runs were written (``YYYY-MM-DD HH:MM UTC``); :func:`write` stamps it."""
 
 
 @dataclass(frozen=True)
@@ -89,23 +92,29 @@ class Target:
 
 
 def write(section: Section, path: Path) -> None:
+    """Write ``section`` to ``path``, stamped with the time now unless it has one."""
+    if not section.measured:
+        section = dataclasses.replace(section, measured=utc_minute(time.time()))
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(asdict(section), indent=2) + "\n")
 
 
 def replace_notes(path: Path, prefix: str, notes: list[str]) -> None:
     """Replace the notes of the section in ``path`` that start with ``prefix`` by ``notes``
-    (a profile run after the timed ones). The file keeps its modification time: the page's
-    "Measured" line is when the section's timed runs were written, which this does not
-    change."""
+    (a profile run after the timed ones). The section keeps its ``measured`` time: the
+    page's "Measured" line is when the timed runs were written, which this does not change."""
     done = read(path)
     kept = [n for n in done.notes if not n.startswith(prefix)]
-    times = path.stat()
     write(dataclasses.replace(done, notes=kept + notes), path)
-    os.utime(path, ns=(times.st_atime_ns, times.st_mtime_ns))
+
+
+def utc_minute(epoch_s: float) -> str:
+    return datetime.datetime.fromtimestamp(epoch_s, datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
 
 
 def read(path: Path) -> Section:
+    """The section in ``path``; one written before sections carried their ``measured`` time
+    is taken as measured when the file was last written."""
     raw: dict[str, Any] = json.loads(path.read_text())
     return Section(
         order=raw["order"],
@@ -115,4 +124,5 @@ def read(path: Path) -> Section:
         notes=list(raw.get("notes", [])),
         series=[Series(**s) for s in raw.get("series", [])],
         targets=[Target(**t) for t in raw.get("targets", [])],
+        measured=raw.get("measured") or utc_minute(path.stat().st_mtime),
     )

@@ -1,7 +1,7 @@
 """``python -m bench.run``: every benchmark section, then the report (what ``make bench`` runs).
 
 Each section ``bench/<name>.py`` runs as its own process
-(``python -m bench.<name> --runs N --out var/bench/<name>.json``), one after another, so one
+(``python -m bench.<name> --runs N --out docs/benchmarks/<name>.json``), one after another, so one
 section's processes never compete with another's for the machine's cores. A section whose
 module does not exist is skipped with a message; a section that fails is reported and the
 others still run; the report is rendered from whatever results exist. The exit status is
@@ -30,7 +30,7 @@ SECTIONS = ("admission", "latency", "projection", "recovery")
 def main() -> int:
     runs = os.environ.get("BENCH_RUNS", "3")
     chosen = [s.strip() for s in os.environ.get("BENCH_SECTIONS", ",".join(SECTIONS)).split(",")]
-    out = ROOT / "var" / "bench"
+    out = ROOT / "docs" / "benchmarks"  # committed with the page it renders (bench.report)
     out.mkdir(parents=True, exist_ok=True)
     removed = remove_stale_stages(load_settings())
     if removed:

@@ -4,8 +4,8 @@ librdkafka reports acknowledgements only from ``poll()``, which the event loop i
 every millisecond while a delivery is unacknowledged, every 100 ms otherwise (so that error
 callbacks are served while idle). A delivery report therefore settles its future directly,
 on the loop's thread. (A poll thread, used before, had to take the GIL for every report
-while the loop thread held it for request handling; at 1,000 posts/s that hand-over added a
-median of about 55 ms between Kafka's acknowledgement and the answer.)
+while the loop thread held it for request handling; at 1,000 posts/s that hand-over added
+30 to 55 ms at the median between Kafka's acknowledgement and the handler resuming.)
 
 Guarantee of :meth:`AsyncDeliveryProducer.send`: when it returns, the delivery was
 acknowledged by all in-sync replicas through the idempotent producer of

@@ -17,6 +17,7 @@ import pytest
 
 from consumers.ingest.errors import BrokerUnavailable
 from consumers.ingest.producer import AsyncDeliveryProducer
+from schemas.commands import AdmitDelivery
 from streams.settings import Settings, load_settings
 from tests.support.core import candle, delivery, workflow
 from tests.support.ingest import fresh_settings, read_deliveries
@@ -24,7 +25,7 @@ from tests.support.ingest import fresh_settings, read_deliveries
 pytestmark = pytest.mark.integration
 
 
-def _deliveries(count: int) -> list:  # type: ignore[type-arg]
+def _deliveries(count: int) -> list[AdmitDelivery]:
     wf = workflow()
     return [
         delivery(wf, candle(f"2026-11-30T12:{i // 60:02d}:{i % 60:02d}Z"), f"d-{i}", 0)

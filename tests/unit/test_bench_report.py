@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from pathlib import Path
 
@@ -83,12 +84,45 @@ def test_each_section_says_when_it_was_measured() -> None:
     assert "| page written |" in page
 
 
+def test_the_measured_time_travels_in_the_file_not_its_mtime(tmp_path: Path) -> None:
+    # A fresh clone gives every file the time of the checkout: the page must not say the
+    # sections it did not rerun were measured then.
+    path = tmp_path / "latency.json"
+    write(Section(2, "Latency", "intro", measured="2026-12-01 21:00 UTC"), path)
+    os.utime(path, (1_900_000_000, 1_900_000_000))
+    assert read(path).measured == "2026-12-01 21:00 UTC"
+    write(Section(4, "Projection", "intro"), tmp_path / "projection.json")
+    assert read(tmp_path / "projection.json").measured.endswith(" UTC")
+
+
+def test_a_section_file_from_before_the_measured_field_reads_as_of_its_mtime(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "recovery.json"
+    path.write_text('{"order": 5, "title": "Recovery", "intro": "i"}')
+    os.utime(path, (1_796_252_460, 1_796_252_460))
+    assert read(path).measured == "2026-12-02 23:01 UTC"
+
+
 def test_a_later_profile_replaces_its_notes_and_keeps_when_the_section_was_measured(
     tmp_path: Path,
 ) -> None:
     path = tmp_path / "latency.json"
-    write(Section(2, "Latency", "intro", notes=["Run 1 ...", "Profile A", "Profile B"]), path)
-    os.utime(path, (1_700_000_000, 1_700_000_000))
+    notes = ["Run 1 ...", "Profile A", "Profile B"]
+    write(Section(2, "Latency", "intro", notes=notes, measured="2026-12-01 21:00 UTC"), path)
     replace_notes(path, "Profile", ["Profile C"])
     assert read(path).notes == ["Run 1 ...", "Profile C"]
-    assert path.stat().st_mtime == 1_700_000_000
+    assert read(path).measured == "2026-12-01 21:00 UTC"
+
+
+def test_the_page_renders_every_section_in_the_results_whichever_was_rerun(
+    tmp_path: Path,
+) -> None:
+    results = tmp_path / "results"
+    write(dataclasses.replace(section(1), measured="2026-12-01 21:00 UTC"), results / "a.json")
+    write(dataclasses.replace(section(4), measured="2026-12-03 14:00 UTC"), results / "p.json")
+    markdown = tmp_path / "benchmarks.md"
+    main(["--results", str(results), "--markdown", str(markdown), "--png", str(tmp_path / "x.png")])
+    page = markdown.read_text()
+    assert "## 1. Admission throughput\n\nMeasured 2026-12-01 21:00 UTC." in page
+    assert "## 4. Admission throughput\n\nMeasured 2026-12-03 14:00 UTC." in page
