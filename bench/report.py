@@ -23,7 +23,7 @@ import math
 import os
 import platform
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -124,10 +124,10 @@ def _targets(targets: Sequence[Target]) -> list[str]:
     return markdown_table(["target", "wanted", "measured", "", "by"], rows)
 
 
-def render_section(section: Section, measured: str | None = None) -> list[str]:
+def render_section(section: Section) -> list[str]:
     lines = [f"## {section.order}. {section.title}", ""]
-    if measured:
-        lines += [f"Measured {measured}.", ""]
+    if section.measured:
+        lines += [f"Measured {section.measured}.", ""]
     lines += [section.intro, ""]
     if section.targets:
         met = sum(t.met for t in section.targets)
@@ -151,10 +151,9 @@ def render_markdown(
     sections: Sequence[Section],
     machine: Machine,
     plot: str | None,
-    measured: Mapping[int, str] | None = None,
 ) -> str:
-    """The whole page (pure: everything it shows is in its arguments). ``measured`` gives,
-    per section number, when its results were written (sections may be rerun alone)."""
+    """The whole page (pure: everything it shows is in its arguments). Each section says
+    when it was measured (sections may be rerun alone)."""
     ordered = sorted(sections, key=lambda s: s.order)
     lines = [
         "# Sluicegate benchmarks",
@@ -184,7 +183,7 @@ def render_markdown(
     if plot:
         lines += [f"![benchmark plots]({plot})", ""]
     for section in ordered:
-        lines += render_section(section, (measured or {}).get(section.order))
+        lines += render_section(section)
     return "\n".join(lines).rstrip() + "\n"
 
 
@@ -264,11 +263,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--png", type=Path, default=Path("docs/benchmarks.png"))
     args = parser.parse_args(argv)
     sections = load(args.results)
-    measured = {section.order: section.measured for section in sections}
     drawn = render_png(sections, args.png)
     relative = os.path.relpath(args.png, args.markdown.parent) if drawn else None
     args.markdown.parent.mkdir(parents=True, exist_ok=True)
-    args.markdown.write_text(render_markdown(sections, machine_facts(), relative, measured))
+    args.markdown.write_text(render_markdown(sections, machine_facts(), relative))
     print(
         f"wrote {args.markdown} ({len(sections)} sections)" + (f" and {args.png}" if drawn else "")
     )

@@ -78,7 +78,8 @@ def test_the_png_is_drawn_and_the_cli_renders_from_json(tmp_path: Path) -> None:
 
 
 def test_each_section_says_when_it_was_measured() -> None:
-    page = render_markdown([section()], MACHINE, None, {section().order: "2026-12-01 21:00 UTC"})
+    measured = dataclasses.replace(section(), measured="2026-12-01 21:00 UTC")
+    page = render_markdown([measured], MACHINE, None)
     title = next(i for i, line in enumerate(page.splitlines()) if line.startswith("## "))
     assert page.splitlines()[title + 2] == "Measured 2026-12-01 21:00 UTC."
     assert "| page written |" in page
