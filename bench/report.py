@@ -6,8 +6,10 @@ results; one file per section, written by ``bench.<name> --out``), orders them b
 :attr:`Section.order`, and writes:
 
 - the Markdown page: the machine's facts at the top (cores, RAM, Python, Kafka and Postgres
-  versions, date), then per section its intro, its targets (met or missed, and by how much),
-  its tables and its notes;
+  versions: those most sections were measured on, which each section's results carry) and
+  when the page was written, then per section when it was measured (and on what, where
+  that is another machine), its intro, its targets (met or missed, and by how much), its
+  tables and its notes;
 - the PNG: one panel per distinct ``Series.plot`` of all sections (bars or lines), drawn
   with matplotlib's Agg backend (no display needed).
 
@@ -21,79 +23,19 @@ import argparse
 import datetime
 import math
 import os
-import platform
-import re
+from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
+from bench.machine import Machine, machine_facts
 from bench.results import Cell, Section, Series, Target, read
 
-ROOT = Path(__file__).resolve().parents[1]
 KNOWN_SECTIONS = {
     1: "admission throughput",
     2: "latency",
     4: "projection",
     5: "recovery",
 }
-
-
-@dataclass(frozen=True)
-class Machine:
-    """What the figures were measured on."""
-
-    cores: int
-    ram_gib: float
-    python: str
-    kafka: str
-    postgres: str
-    date: str
-
-
-def machine_facts(pg_dsn: str | None = None) -> Machine:
-    """This machine's facts; a version that cannot be read is shown as ``unknown``."""
-    return Machine(
-        cores=os.cpu_count() or 0,
-        ram_gib=_ram_gib(),
-        python=platform.python_version(),
-        kafka=_kafka_version(),
-        postgres=_postgres_version(pg_dsn),
-        date=datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
-    )
-
-
-def _ram_gib() -> float:
-    try:
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemTotal:"):
-                return int(line.split()[1]) / 1024 / 1024
-    except OSError:
-        pass
-    return 0.0
-
-
-def _kafka_version() -> str:
-    """The broker version the local stack runs (``scripts/kafka/pom.xml``)."""
-    try:
-        pom = (ROOT / "scripts" / "kafka" / "pom.xml").read_text()
-    except OSError:
-        return "unknown"
-    found = re.search(r"<kafka\.version>([^<]+)</kafka\.version>", pom)
-    return found.group(1) if found else "unknown"
-
-
-def _postgres_version(pg_dsn: str | None) -> str:
-    try:
-        import psycopg
-
-        from streams.settings import load_settings
-
-        dsn = pg_dsn or load_settings().pg_dsn
-        with psycopg.connect(dsn, connect_timeout=5) as conn:
-            row = conn.execute("SHOW server_version").fetchone()
-        return str(row[0]) if row else "unknown"
-    except Exception:  # a report still renders without the database
-        return "unknown"
 
 
 # -- Markdown ---------------------------------------------------------------------------------
@@ -124,10 +66,17 @@ def _targets(targets: Sequence[Target]) -> list[str]:
     return markdown_table(["target", "wanted", "measured", "", "by"], rows)
 
 
-def render_section(section: Section) -> list[str]:
+def render_section(section: Section, page_machine: Machine | None = None) -> list[str]:
+    """One section; its "Measured" line names its machine when that is not ``page_machine``
+    (the one the page's header shows)."""
     lines = [f"## {section.order}. {section.title}", ""]
     if section.measured:
-        lines += [f"Measured {section.measured}.", ""]
+        where = ""
+        if section.machine is None:
+            where = " (the machine it ran on was not recorded)"
+        elif section.machine != page_machine:
+            where = f" on another machine: {section.machine.described()}"
+        lines += [f"Measured {section.measured}{where}.", ""]
     lines += [section.intro, ""]
     if section.targets:
         met = sum(t.met for t in section.targets)
@@ -148,13 +97,14 @@ def render_section(section: Section) -> list[str]:
 
 
 def render_markdown(
-    sections: Sequence[Section],
-    machine: Machine,
-    plot: str | None,
+    sections: Sequence[Section], fallback: Machine, plot: str | None, written: str
 ) -> str:
-    """The whole page (pure: everything it shows is in its arguments). Each section says
-    when it was measured (sections may be rerun alone)."""
+    """The whole page (pure: everything it shows is in its arguments). The header shows the
+    machine most sections were measured on (``fallback`` when none recorded one); each
+    section says when it was measured, and on what where that differs (sections may be
+    rerun alone, on another machine)."""
     ordered = sorted(sections, key=lambda s: s.order)
+    machine = page_machine(ordered) or fallback
     lines = [
         "# Sluicegate benchmarks",
         "",
@@ -171,7 +121,7 @@ def render_markdown(
                 ["Python", machine.python],
                 ["Kafka", machine.kafka],
                 ["PostgreSQL", machine.postgres],
-                ["page written", machine.date],
+                ["page written", written],
             ],
         ),
         "",
@@ -183,8 +133,15 @@ def render_markdown(
     if plot:
         lines += [f"![benchmark plots]({plot})", ""]
     for section in ordered:
-        lines += render_section(section)
+        lines += render_section(section, machine)
     return "\n".join(lines).rstrip() + "\n"
+
+
+def page_machine(sections: Sequence[Section]) -> Machine | None:
+    """The machine most of ``sections`` were measured on (the first such in order on a tie),
+    or ``None`` when none recorded one."""
+    counts = Counter(s.machine for s in sections if s.machine is not None)
+    return max(counts, key=lambda m: counts[m]) if counts else None
 
 
 # -- plot -------------------------------------------------------------------------------------
@@ -266,7 +223,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     drawn = render_png(sections, args.png)
     relative = os.path.relpath(args.png, args.markdown.parent) if drawn else None
     args.markdown.parent.mkdir(parents=True, exist_ok=True)
-    args.markdown.write_text(render_markdown(sections, machine_facts(), relative))
+    written = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
+    page = render_markdown(sections, machine_facts(), relative, written)
+    args.markdown.write_text(page)
     print(
         f"wrote {args.markdown} ({len(sections)} sections)" + (f" and {args.png}" if drawn else "")
     )

@@ -15,6 +15,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bench.machine import Machine, machine_facts
+
 Cell = str | int | float
 
 
@@ -78,6 +80,8 @@ class Section:
     targets: list[Target] = field(default_factory=list)
     measured: str = ""
     """When its timed runs were written (``YYYY-MM-DD HH:MM UTC``); :func:`write` stamps it."""
+    machine: Machine | None = None
+    """What it was measured on; :func:`write` stamps it (``None``: a file from before)."""
 
 
 @dataclass(frozen=True)
@@ -91,10 +95,13 @@ class Target:
     by: str = ""
 
 
-def write(section: Section, path: Path) -> None:
-    """Write ``section`` to ``path``, stamped with the time now unless it has one."""
+def write(section: Section, path: Path, machine: Machine | None = None) -> None:
+    """Write ``section`` to ``path``, stamped with the time now and ``machine`` (default:
+    this machine's facts) unless it has them."""
     if not section.measured:
         section = dataclasses.replace(section, measured=utc_minute(time.time()))
+    if section.machine is None:
+        section = dataclasses.replace(section, machine=machine or machine_facts())
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(asdict(section), indent=2) + "\n")
 
@@ -125,4 +132,5 @@ def read(path: Path) -> Section:
         series=[Series(**s) for s in raw.get("series", [])],
         targets=[Target(**t) for t in raw.get("targets", [])],
         measured=raw.get("measured") or utc_minute(path.stat().st_mtime),
+        machine=Machine(**raw["machine"]) if raw.get("machine") else None,
     )

@@ -18,7 +18,8 @@ from bench.backlog import new_stage_prefix, stale_stage_topics
 from bench.latency_section import section as latency_section
 from bench.latency_tables import Measured
 from bench.limit import Output
-from bench.report import Machine, render_markdown
+from bench.machine import Machine
+from bench.report import render_markdown
 
 SCALE = {
     "deliveries": 1000,
@@ -98,7 +99,7 @@ def test_latency_percentiles_ratio_target_and_sustained_marks() -> None:
     assert "Highest offered rate the webhook path sustained in every run: 200/s. At 1,000/s" in (
         " ".join(s.notes)
     )
-    page = render_markdown([s], Machine(2, 8.0, "3.11", "4.1", "15", "today"), None)
+    page = render_markdown([s], Machine(2, 8.0, "3.11", "4.1", "15"), None, "today")
     assert "## 2. Latency" in page and "**Targets: 1 of 1 met.**" in page
 
 
