@@ -10,7 +10,9 @@ half the CPU per post. It speaks only what the webhook answers: every response c
 :class:`ProtocolError`, never a guessed length.
 
 One request at a time per connection (no pipelining); a request that finds no idle
-connection opens a new one, up to ``limit`` open, then waits for one to come free.
+connection opens a new one, up to ``limit`` open, then waits for one to come free. An answer
+that does not come within ``timeout_s`` of its request being written is a ``TimeoutError``
+(a stopped server must not hang the benchmark) and its connection is closed.
 """
 
 from __future__ import annotations
@@ -110,8 +112,9 @@ class _Connection(asyncio.Protocol):
 class KeepAliveClient:
     """POSTs to one ``host:port`` over at most ``limit`` kept-alive connections."""
 
-    def __init__(self, host: str, port: int, limit: int = 256) -> None:
+    def __init__(self, host: str, port: int, limit: int = 256, timeout_s: float = 60.0) -> None:
         self.host, self.port = host, port
+        self.timeout_s = timeout_s
         self._idle: list[_Connection] = []
         self._slots = asyncio.Semaphore(limit)
         self._all: set[_Connection] = set()
@@ -129,17 +132,20 @@ class KeepAliveClient:
         (``ConnectionError`` included) or :class:`ProtocolError` when no answer is read."""
         async with self._slots:
             connection = await self._connection()
-            waiter: asyncio.Future[tuple[int, bytes, bool]] = (
-                asyncio.get_running_loop().create_future()
-            )
+            loop = asyncio.get_running_loop()
+            waiter: asyncio.Future[tuple[int, bytes, bool]] = loop.create_future()
             connection.waiter = waiter
             assert connection.transport is not None
+            # A timer, not asyncio.wait_for, which would make a task of every request.
+            timer = loop.call_later(self.timeout_s, _expire, waiter)
             try:
                 connection.transport.write(request)
                 status, body, keep_alive = await waiter
             except BaseException:
                 self._forget(connection)
                 raise
+            finally:
+                timer.cancel()
             if keep_alive and not connection.closed:
                 self._idle.append(connection)
             else:
@@ -171,3 +177,8 @@ class KeepAliveClient:
         for connection in list(self._all):
             self._forget(connection)
         self._idle.clear()
+
+
+def _expire(waiter: asyncio.Future[tuple[int, bytes, bool]]) -> None:
+    if not waiter.done():
+        waiter.set_exception(TimeoutError("no answer in time"))

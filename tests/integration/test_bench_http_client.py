@@ -13,13 +13,18 @@ from bench.http_client import KeepAliveClient
 
 
 async def _serve(
-    scenario: Callable[[KeepAliveClient, set[object]], Awaitable[None]], limit: int = 256
+    scenario: Callable[[KeepAliveClient, set[object]], Awaitable[None]],
+    limit: int = 256,
+    timeout_s: float = 60.0,
 ) -> None:
     peers: set[object] = set()
+    never = asyncio.Event()
 
     async def hook(request: web.Request) -> web.Response:
         peers.add(request.transport.get_extra_info("peername") if request.transport else None)
         body = await request.read()
+        if request.query.get("hang"):
+            await never.wait()
         if request.query.get("drop") and request.transport is not None:
             request.transport.close()
         response = web.json_response({"echo": body.decode()}, status=202)
@@ -34,11 +39,12 @@ async def _serve(
     site = web.TCPSite(runner, "127.0.0.1", 0)
     await site.start()
     port = runner.addresses[0][1]
-    client = KeepAliveClient("127.0.0.1", port, limit)
+    client = KeepAliveClient("127.0.0.1", port, limit, timeout_s)
     try:
         await scenario(client, peers)
     finally:
         client.close()
+        never.set()  # a hung handler would hold the server's shutdown for its 60 s grace
         await runner.cleanup()
 
 
@@ -80,3 +86,15 @@ def test_a_connection_dropped_before_the_answer_raises_and_the_client_goes_on() 
         assert await _post(client, "/hook", b"b") == (202, b'{"echo": "b"}')
 
     asyncio.run(_serve(scenario))
+
+
+def test_a_server_that_never_answers_times_out_and_the_client_goes_on() -> None:
+    async def scenario(client: KeepAliveClient, peers: set[object]) -> None:
+        # wait_for bounds the test if the client's own timeout is broken (its error has
+        # no message, so it would not match).
+        with pytest.raises(TimeoutError, match="no answer in time"):
+            await asyncio.wait_for(_post(client, "/hook?hang=1", b"a"), 10)
+        assert await _post(client, "/hook", b"b") == (202, b'{"echo": "b"}')
+        assert len(peers) == 2  # the silent connection was not reused
+
+    asyncio.run(_serve(scenario, timeout_s=0.3))
