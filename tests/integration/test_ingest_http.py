@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import socket
 import subprocess
 import time
 import uuid
@@ -41,6 +40,7 @@ from tests.support.ingest import (
     read_runs,
     wait_for,
 )
+from tests.support.ports import free_port
 
 pytestmark = pytest.mark.integration
 
@@ -128,12 +128,6 @@ def test_a_workflow_applied_after_start_is_found_and_unknown_ones_produce_nothin
     found_after = asyncio.run(scenario())
     print(f"\nfound {found_after * 1000:.0f} ms after it was applied")
     assert len(read_deliveries(settings)) == 1
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def test_kafka_down_is_503_well_inside_three_seconds() -> None:

@@ -15,7 +15,6 @@ import asyncio
 import os
 import random
 import signal
-import socket
 import statistics
 import subprocess
 import time
@@ -40,18 +39,13 @@ from tests.support.ingest import (
     read_runs,
     wait_for,
 )
+from tests.support.ports import free_port
 
 pytestmark = pytest.mark.integration
 
 OCCURRENCES = 500
 COPIES = 4
 TOKEN = "load-token"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def percentile(values: list[float], q: float) -> float:

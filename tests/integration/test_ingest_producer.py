@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import socket
 import threading
 
 import pytest
@@ -21,6 +20,7 @@ from schemas.commands import AdmitDelivery
 from streams.settings import Settings, load_settings
 from tests.support.core import candle, delivery, workflow
 from tests.support.ingest import fresh_settings, read_deliveries
+from tests.support.ports import free_port
 
 pytestmark = pytest.mark.integration
 
@@ -52,25 +52,18 @@ def test_concurrent_sends_are_acknowledged_once_each_without_a_thread_of_its_own
     assert sorted(d.delivery_id for d in on_topic) == sorted(d.delivery_id for d in sent)
 
 
-def _dead(settings: Settings) -> Settings:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    return load_settings(
-        {
-            "SLUICEGATE_TOPIC_PREFIX": settings.topic_prefix,
-            "SLUICEGATE_KAFKA": f"127.0.0.1:{port}",
-        }
-    )
+def _dead(env: dict[str, str]) -> Settings:
+    """The settings of ``env`` with the broker at a port nobody serves."""
+    return load_settings({**env, "SLUICEGATE_KAFKA": f"127.0.0.1:{free_port()}"})
 
 
 def test_an_idle_producer_still_reports_a_broker_it_cannot_reach(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    settings, _ = fresh_settings()
+    _, env = fresh_settings()
 
     async def scenario() -> int:
-        producer = AsyncDeliveryProducer(_dead(settings))
+        producer = AsyncDeliveryProducer(_dead(env))
         producer.start(asyncio.get_running_loop())
         with caplog.at_level(logging.WARNING, logger="sluicegate.ingest.producer"):
             for _ in range(300):  # up to 30 s of the loop's idle polling
@@ -84,11 +77,11 @@ def test_an_idle_producer_still_reports_a_broker_it_cannot_reach(
 
 
 def test_an_unacknowledged_send_is_refused_and_shutdown_counts_it() -> None:
-    settings, _ = fresh_settings()
+    settings, env = fresh_settings()
     (one,) = _deliveries(1)
 
     async def scenario() -> int:
-        producer = AsyncDeliveryProducer(_dead(settings))
+        producer = AsyncDeliveryProducer(_dead(env))
         producer.start(asyncio.get_running_loop())
         with pytest.raises(BrokerUnavailable, match="did not acknowledge"):
             await producer.send(one, 0.3)

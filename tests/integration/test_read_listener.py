@@ -27,18 +27,13 @@ from streams.kafka.topics import ensure_topics
 from streams.settings import Settings
 from tests.support.history import build_history, cleanup, produce_history
 from tests.support.kafka import unique_settings
+from tests.support.ports import free_port
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
 
 REPO = Path(__file__).resolve().parents[2]
 SLUICEGATE = REPO / ".venv" / "bin" / "sluicegate"
 READ_TOKEN = "read-token-for-the-operator"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @dataclass

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -16,6 +15,7 @@ import pytest
 
 from streams.kafka.topics import ensure_topics
 from tests.support.kafka import unique_settings, wait_until
+from tests.support.ports import free_port
 
 pytestmark = pytest.mark.integration
 
@@ -108,12 +108,6 @@ def test_serve_pid_file_names_the_running_child_and_follows_its_restart(tmp_path
         _, stderr = serve.communicate(timeout=60)
     assert serve.returncode == 0, stderr[-2000:]
     assert not pid_file.exists()
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def http_get(url: str) -> tuple[int, bytes] | None:

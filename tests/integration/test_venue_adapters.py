@@ -33,7 +33,8 @@ from consumers.venue.adapter import (
 )
 from consumers.venue.binance_spot import BinanceSpotClient
 from consumers.venue.paper import PaperVenueClient
-from tests.support.venue import API_KEY, VenueProcess, free_port, now_attempt, running_venue
+from tests.support.ports import free_port
+from tests.support.venue import API_KEY, VenueProcess, now_attempt, running_venue
 
 D = Decimal
 ADAPTERS = ["binance", "paper"]

@@ -13,7 +13,6 @@ import http.client
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -28,6 +27,7 @@ from urllib.parse import urlencode
 from consumers.venue.adapter import Attempt, VenueAdapter
 from consumers.venue.binance_spot import BinanceSpotClient
 from consumers.venue.paper import PaperVenueClient
+from tests.support.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 API_KEY = "alice-key"
@@ -68,12 +68,6 @@ api_key = "bob-key"
 api_secret = "bob-secret"
 balances = {{ USDT = "500" }}
 """
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def now_attempt(window_ms: int = 5000) -> Attempt:
