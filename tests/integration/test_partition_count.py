@@ -99,6 +99,12 @@ def counts(harness: AdmissionHarness) -> dict[str, int]:
     return {name: len(topics[harness.settings.topic_named(name)].partitions) for name in KEYED}
 
 
+def answers(harness: AdmissionHarness, copies: list[AdmitDelivery]) -> int:
+    """How many outcomes the copies have so far (the topics read once, not once per copy)."""
+    out = harness.outcomes()
+    return sum(len(out.outcome_for(c.delivery_id)) for c in copies)
+
+
 def second_admissions(out: Outcomes, copies: list[AdmitDelivery]) -> int:
     ids = {c.delivery_id for c in copies}
     return sum(1 for r in out.of(RunAdmitted) if r.delivery_id in ids)
@@ -152,9 +158,7 @@ def test_a_processor_refuses_topics_raised_by_hand(harness: AdmissionHarness) ->
     outcome_count = [0]
 
     def settled() -> bool:
-        outcome_count[0] = len(
-            [o for c in copies for o in harness.outcomes().outcome_for(c.delivery_id)]
-        )
+        outcome_count[0] = answers(harness, copies)
         return running.error is not None or outcome_count[0] >= OCCURRENCES
 
     wait_until(settled, timeout_s=90, interval_s=0.5)
@@ -179,9 +183,7 @@ def test_a_running_processor_stops_when_an_input_topic_is_raised(
     answered = [0]
 
     def settled() -> bool:
-        answered[0] = len(
-            [o for c in copies for o in harness.outcomes().outcome_for(c.delivery_id)]
-        )
+        answered[0] = answers(harness, copies)
         return running.error is not None or answered[0] >= OCCURRENCES
 
     # Copies on the new partition are never consumed without a rebalance: wait a while.

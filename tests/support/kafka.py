@@ -11,6 +11,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Topic
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
 
+from streams.kafka.consuming import take
 from streams.settings import Settings, load_settings
 
 # Every prefix this test process handed out; the session's end deletes their topics
@@ -101,7 +102,9 @@ def read_topic(
         while pending:
             if time.monotonic() > deadline:
                 raise TimeoutError(f"reading {topic}: partitions {sorted(pending)} not at end")
-            for msg in consumer.consume(10_000, timeout=0.5):
+            # take(), not consume(10_000, 0.5): consume waits for 10,000 records or the whole
+            # timeout, so every read of a short topic took at least half a second.
+            for msg in take(consumer, 10_000, 0.5):
                 err = msg.error()
                 if err is not None:
                     if err.code() == KafkaError._PARTITION_EOF:
