@@ -50,6 +50,7 @@ from projections.store import Offsets
 from schemas.codec import decode
 from schemas.errors import SchemaError
 from streams import collector
+from streams.kafka.consuming import take
 from streams.settings import Settings
 
 log = logging.getLogger("sluicegate.projector")
@@ -251,7 +252,10 @@ class Projector:
 
     def _step(self, until: Mapping[tuple[str, int], int] | None) -> None:
         consumer = self._sources.consumer()
-        messages = consumer.consume(self.batch_size, self.poll_timeout_s)
+        # take(), not consume(batch_size, timeout): consume returns only once it has a whole
+        # batch or the timeout has passed, so under light load every record (and the end of
+        # partition that settles a transaction marker) waited out poll_timeout_s.
+        messages = take(consumer, self.batch_size, self.poll_timeout_s)
         per_message: list[Mapped] = []
         advance: Offsets = {}
         for m in messages:
