@@ -67,7 +67,10 @@ def test_rows_held_across_batches_and_flushed_several_times_match_batch_by_batch
     plain = _project(settings, base + "__plain")
     held = _project(settings, base + "__held", held_rows=150)
     assert held.stats.messages == plain.stats.messages > 1000
-    assert held.stats.batches == plain.stats.batches
+    # A batch is what has arrived, at most 200 messages: both ran through at least one batch
+    # per 200 (how many more depends on fetch timing), so the rows were held across dozens.
+    least = math.ceil(plain.stats.messages / 200)
+    assert held.stats.batches >= least and plain.stats.batches >= least
     assert _differences(settings, base + "__plain", base + "__held") == []
 
 
