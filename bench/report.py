@@ -224,7 +224,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     relative = os.path.relpath(args.png, args.markdown.parent) if drawn else None
     args.markdown.parent.mkdir(parents=True, exist_ok=True)
     written = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
-    page = render_markdown(sections, machine_facts(), relative, written)
+    # This machine's facts (a PostgreSQL connection) only when no section carries its own.
+    fallback = page_machine(sections) or machine_facts()
+    page = render_markdown(sections, fallback, relative, written)
     args.markdown.write_text(page)
     print(
         f"wrote {args.markdown} ({len(sections)} sections)" + (f" and {args.png}" if drawn else "")
