@@ -128,6 +128,54 @@ def test_a_restore_longer_than_the_bound_completes_while_it_progresses(tmp_path:
     assert elapsed > 2 * bound_s
 
 
+def test_a_restore_never_sits_on_an_empty_prefetch_queue(tmp_path: Path) -> None:
+    """An uncompressed changelog (the processor's producer does not compress) several times
+    the prefetch queue is read without pauses: the queue is refilled as it drains, so no read
+    of the restore comes back empty while records remain. librdkafka's default
+    ``fetch.queue.backoff.ms`` (1 s) postponed each refill once the queue had been full: a
+    1,000,000-record restore took 29 s instead of a few."""
+    settings = unique_settings(partitions=1)
+    topic = settings.topic_named("changelog")
+    create_topics(settings, [(topic, 1, True)])
+    queue = int(str(READER_TUNING["queued.max.messages.kbytes"])) * 1024
+    records = 8 * queue // VALUE_BYTES  # the queue filled and drained eight times over
+    plain = Producer(settings.producer_config(**{"enable.idempotence": True, "linger.ms": 20}))
+    for n in range(records):
+        while True:
+            try:
+                plain.produce(topic, key=f"s/k{n}".encode(), value=b"v" * VALUE_BYTES, partition=0)
+                break
+            except BufferError:
+                plain.poll(0.05)
+    assert plain.flush(60) == 0
+
+    restorer = Restorer(settings, f"{settings.topic_prefix}restore", bound_s=120)
+    reader = Faulty(restorer._reader)
+    restorer._reader = reader  # type: ignore[assignment]
+    reads: list[int] = []
+
+    def counted(real: Any, num_messages: int, timeout: float) -> Any:
+        messages = real(num_messages, timeout=timeout)
+        reads.append(len(messages))
+        return messages
+
+    reader.around("consume", counted)
+    try:
+        store, restored = restorer.restore(
+            topic, 0, tmp_path / "p0", count=1, deadline=time.monotonic() + 120, owner="check"
+        )
+        store.close()
+    finally:
+        restorer.close()
+    empty = reads.count(0)
+    print(f"\n{len(reads)} reads of {records} records, {empty} empty")
+    assert restored == records
+    # Each read waits up to 0.2 s. With the pause, a refill idled for the second minus the
+    # time it took to drain the queue: 9 empty reads of 22 here; without it 0 of 12 (4 once,
+    # while the broker was deleting a gigabyte of other topics).
+    assert empty <= 3, reads
+
+
 def test_a_large_restore_leaves_its_memtables_flushed(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
