@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
-from bench.changelog import admission_records, sample_state
-from bench.recovery import Size, section
+import subprocess
+import sys
+
+from bench.changelog import DISTINCT_STATES, admission_records, sample_state
+from bench.recovery import Size, read_report, section
 from streams.core.state_codec import decode_state
 
 
@@ -42,6 +45,16 @@ def test_changelog_records_are_real_states_and_their_timers() -> None:
     assert len({k for k, _ in records}) == 4
 
 
+def test_changelog_states_are_distinct_occurrences_in_turn() -> None:
+    records = list(admission_records(2 * (DISTINCT_STATES + 1)))
+    states = [v for k, v in records if k.startswith(b"s/") and v is not None]
+    assert len(set(states)) == DISTINCT_STATES  # not one value repeated
+    assert states[DISTINCT_STATES] == states[0]
+    decoded = decode_state(states[1])
+    # Each record's key extends the admission key of the state it carries.
+    assert records[2][0].decode() == f"s/{decoded.admission_key}#1"
+
+
 def test_rss_at_rest_is_its_own_column_and_not_the_targets() -> None:
     measured = sizes(110.0)
     measured[1].rest_rss_mib.extend([80.0, 90.0, 85.0])
@@ -52,3 +65,32 @@ def test_rss_at_rest_is_its_own_column_and_not_the_targets() -> None:
     assert shown.tables[0].rows[1][at_rest] == "85 MiB (80 to 90)"
     assert shown.tables[0].rows[1][header.index("processor RSS")] == "110 MiB (110 to 110)"
     assert shown.targets[2].measured == "100 MiB to 110 MiB (+10%)"
+
+
+def test_rss_while_restoring_is_its_own_column_and_not_the_targets() -> None:
+    measured = sizes(110.0)
+    measured[0].restoring_rss_mib.extend([300.0, 340.0, 320.0])
+    shown = section(measured, 1000, [1000, 5000])
+    column = shown.tables[0].columns.index("RSS while restoring")
+    assert shown.tables[0].rows[0][column] == "320 MiB (300 to 340)"
+    assert shown.tables[0].rows[1][column] == "-"
+    assert shown.targets[2].measured == "100 MiB to 110 MiB (+10%)"
+
+
+def test_the_report_line_comes_with_the_rss_sampled_until_it() -> None:
+    # The child holds 40 MiB (touched) when it reports, and until the test lets it go.
+    code = (
+        "import sys; held = b'x' * (40 << 20); "
+        "print('{\"restored\": 1}', flush=True); sys.stdin.read()"
+    )
+    child = subprocess.Popen(
+        [sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        line, largest = read_report(child)
+    finally:
+        assert child.stdin is not None
+        child.stdin.close()
+        child.wait(10)
+    assert line.strip() == '{"restored": 1}'
+    assert largest >= 40
