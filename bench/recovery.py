@@ -66,7 +66,8 @@ STATE_ROOT = Path("var/bench-state")
 
 RESTORE_PROFILE = (
     "py-spy (--native, 100 Hz) of restoring 1,000,000 records with the Restorer alone, "
-    "5.75 s at load average 6 on 2 cores, 2026-12-01; share of the restore's samples: "
+    "5.75 s at load average 6 on 2 cores, 2026-12-01 (on the compressed changelog of one "
+    "repeated state this section built until 2026-12-03); share of the restore's samples: "
     "RocksDB write batches 42% (memtable skip-list inserts and key comparisons; flushes and "
     "compactions run on RocksDB's own threads beside it), Consumer.consume 35% (one Python "
     "message object per record: Message_new0, headers), the Python loop putting keys and "
