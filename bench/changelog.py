@@ -11,7 +11,7 @@ partition the way the processor's transactional producer does: uncompressed (it 
 ending in a commit marker that a restore reads past.
 
 A changelog of one repeated state, compressed with LZ4 (how this section built it before),
-is about 30 times smaller on the broker than the processor's (16 MB against about 490 MB for
+is about 30 times smaller on the broker than the processor's (16 MB against about 480 MB for
 1,000,000 records): a restore of it measured the decompression of a few fetches, not the
 reading of a real changelog, and hid a one-second pause per refill of the prefetch queue
 (``streams/engine/restore.py``, ``fetch.queue.backoff.ms``).

@@ -55,6 +55,8 @@ from streams.settings import Settings, load_settings
 
 SETTLE_S = 3.0
 RESTORE_SAMPLE_S = 0.05
+"""How often RSS is sampled while the processor restores (its largest is what a memory limit
+on the process must leave room for)."""
 REST_CORES = 0.1
 """A processor using less CPU than this over a whole second is at rest (RocksDB's compaction
 of what the restore wrote, which runs in the first seconds after a large one, has finished)."""
