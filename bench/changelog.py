@@ -85,14 +85,17 @@ def admission_records(
 ) -> Iterator[tuple[bytes, bytes | None]]:
     """``count`` changelog records: state and timer of ``count // 2`` admission keys
     (``far_future``: timers ten years later, so that a processor holding them fires none)."""
-    states = sample_states(min(DISTINCT_STATES, max(1, count // 2)))
+    later = FAR_FUTURE_MS if far_future else 0
+    states = [
+        (key, value, due + later)
+        for key, value, due in sample_states(min(DISTINCT_STATES, max(1, count // 2)))
+    ]
     for n in range(count):
         key, value, due = states[(n // 2) % len(states)]
         occurrence = f"{key}#{tag}{n // 2}"
         if n % 2 == 0:
             yield state_key(occurrence).encode(), value
         else:
-            due += FAR_FUTURE_MS if far_future else 0
             yield timer_key(due, occurrence).encode(), b""
 
 

@@ -27,13 +27,10 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import random
-import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from confluent_kafka import IsolationLevel, TopicPartition
-from confluent_kafka.admin import OffsetSpec  # type: ignore[attr-defined]
 from psycopg import sql as psycopg_sql
 
 from schemas.codec import encode
@@ -82,7 +79,7 @@ from streams.settings import Settings
 from tests.support.admission import delivery_for
 from tests.support.core import Processor, contract_document
 from tests.support.gate import Gate
-from tests.support.kafka import unique_settings
+from tests.support.kafka import unique_settings, wait_until_stable
 
 BASE_MS = 1_780_000_000_000
 SUBSCRIPTIONS = (("btc-breakout", "paper"), ("eth-revert", "live"))
@@ -458,37 +455,6 @@ def produce_history(
         i += size
     wait_until_stable(settings, {settings.topic_named(e.topic) for e in history})
     return aborted
-
-
-def wait_until_stable(settings: Settings, topics: set[str], timeout_s: float = 30.0) -> None:
-    """Wait until no partition of ``topics`` holds an unresolved transaction: its last stable
-    offset (the read_committed end) equals its high watermark.
-
-    ``commit_transaction`` returns once the coordinator has logged the decision; it writes the
-    markers to the partitions a moment later, and until then a read_committed end offset
-    stops before the transaction (a projector caught up "to the end" would stop short)."""
-    admin = admin_client(settings)
-    described = admin.list_topics(timeout=10).topics
-    partitions = [TopicPartition(t, p) for t in sorted(topics) for p in described[t].partitions]
-    latest = OffsetSpec.latest()  # type: ignore[no-untyped-call]
-    deadline = time.monotonic() + timeout_s
-    while True:
-        ends = {}
-        for level in (IsolationLevel.READ_COMMITTED, IsolationLevel.READ_UNCOMMITTED):
-            found = admin.list_offsets(
-                {tp: latest for tp in partitions}, isolation_level=level, request_timeout=10
-            )
-            ends[level] = {(tp.topic, tp.partition): f.result().offset for tp, f in found.items()}
-        behind = {
-            tp: (stable, ends[IsolationLevel.READ_UNCOMMITTED][tp])
-            for tp, stable in ends[IsolationLevel.READ_COMMITTED].items()
-            if stable != ends[IsolationLevel.READ_UNCOMMITTED][tp]
-        }
-        if not behind:
-            return
-        if time.monotonic() > deadline:
-            raise AssertionError(f"transactions still open after {timeout_s} s: {behind}")
-        time.sleep(0.02)
 
 
 def cleanup(settings: Settings) -> None:

@@ -7,10 +7,18 @@ import time
 import uuid
 from collections.abc import Iterable
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
-from confluent_kafka.admin import AdminClient
+from confluent_kafka import (
+    Consumer,
+    IsolationLevel,
+    KafkaError,
+    KafkaException,
+    Message,
+    TopicPartition,
+)
+from confluent_kafka.admin import AdminClient, OffsetSpec  # type: ignore[attr-defined]
 from confluent_kafka.cimpl import NewTopic
 
+from streams.kafka.clients import admin_client
 from streams.kafka.consuming import take
 from streams.settings import Settings, load_settings
 
@@ -152,3 +160,28 @@ def wait_until(predicate: object, timeout_s: float = 60.0, interval_s: float = 0
         if time.monotonic() > deadline:
             raise TimeoutError(f"condition not met within {timeout_s} s")
         time.sleep(interval_s)
+
+
+def wait_until_stable(settings: Settings, topics: set[str], timeout_s: float = 30.0) -> None:
+    """Wait until no partition of ``topics`` holds an unresolved transaction: its last stable
+    offset (the read_committed end) equals its high watermark.
+
+    ``commit_transaction`` returns once the coordinator has logged the decision; it writes the
+    markers to the partitions a moment later, and until then a read_committed end offset
+    stops before the transaction (a projector caught up "to the end" would stop short)."""
+    admin = admin_client(settings)
+    described = admin.list_topics(timeout=10).topics
+    latest = OffsetSpec.latest()  # type: ignore[no-untyped-call]
+    request = {
+        TopicPartition(t, p): latest for t in sorted(topics) for p in described[t].partitions
+    }
+
+    def ends(level: IsolationLevel) -> dict[tuple[str, int], int]:
+        found = admin.list_offsets(request, isolation_level=level, request_timeout=10)
+        return {(tp.topic, tp.partition): int(f.result().offset) for tp, f in found.items()}
+
+    wait_until(
+        lambda: ends(IsolationLevel.READ_COMMITTED) == ends(IsolationLevel.READ_UNCOMMITTED),
+        timeout_s,
+        interval_s=0.02,
+    )
