@@ -15,6 +15,9 @@ sender that falls behind shows up as latency instead of hiding it (no coordinate
   arrived, so the tables split a rate's latency into the front door's part and the rest.
 - **Bare round trip**: a plain idempotent producer (acks=all) and a read_committed consumer
   on a topic of its own, the same rates and durations.
+- **Exactly-once floor**: the same records sent through :mod:`bench.relay`, a bare
+  transactional consume-produce loop in its own process that decides nothing, timed until
+  its output is visible read_committed: what exactly-once itself costs on this broker.
 
 - **Fewer partitions** (``BENCH_FEWER_PARTITIONS``, default 1; 0 leaves it out): the webhook
   again, per run, on topics of that many partitions, at the rates up to 1,000/s: a
@@ -37,18 +40,20 @@ cores, which at the highest rates is itself a limit (see the notes).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import os
 import threading
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
 
-from bench import gate_latency
+from bench import gate_latency, relay
 from bench.admission import load_note
 from bench.backlog import (
     Stage,
@@ -62,19 +67,27 @@ from bench.results import replace_notes, write
 from bench.tails import Arrivals, behind_s, latencies_ms, settle, tail, tail_consumer
 from bench.webhook import on_fewer_partitions, serving, webhook
 
-# -- bare round trip ----------------------------------------------------------------------------
+# -- bare round trip and the exactly-once floor ----------------------------------------------
 
 
-def bare(stage: Stage, rate: float, seconds: float) -> Measured:
-    topic = f"{stage.prefix}bare-roundtrip"
+def create_topics(stage: Stage, names: list[str]) -> None:
+    """Create the stage's topics ``names`` (full names) that do not exist yet."""
     admin = AdminClient(stage.settings.kafka_config())
-    existing = admin.list_topics(timeout=10).topics
-    if topic not in existing:
-        for future in admin.create_topics(
-            [NewTopic(topic, num_partitions=stage.settings.partitions, replication_factor=1)]
-        ).values():
-            future.result()
-        time.sleep(1)  # let the new partitions elect their leader before timing anything
+    missing = [n for n in names if n not in admin.list_topics(timeout=10).topics]
+    if not missing:
+        return
+    new = [
+        NewTopic(n, num_partitions=stage.settings.partitions, replication_factor=1) for n in missing
+    ]
+    for future in admin.create_topics(new).values():
+        future.result()
+    time.sleep(1)  # let the new partitions elect their leader before timing anything
+
+
+def round_trip(stage: Stage, send_to: str, watch: str, rate: float, seconds: float) -> Measured:
+    """Produce distinct records to ``send_to`` at ``rate``/s for ``seconds``, open-loop
+    (idempotent, acks=all, linger 2 ms), and time each until a read_committed consumer sees
+    a record of the same value on ``watch``."""
     count = max(1, int(rate * seconds))
     producer = Producer(
         stage.settings.producer_config(
@@ -82,7 +95,7 @@ def bare(stage: Stage, rate: float, seconds: float) -> Measured:
         )
     )
     arrivals = Arrivals()
-    consumer = tail_consumer(stage, topic)
+    consumer = tail_consumer(stage, watch)
     thread = threading.Thread(target=tail, args=(consumer, arrivals, bytes.decode))
     thread.start()
     tag = uuid.uuid4().hex[:6]
@@ -96,7 +109,7 @@ def bare(stage: Stage, rate: float, seconds: float) -> Measured:
             delay = at - time.monotonic()
             if delay > 0:
                 time.sleep(delay)
-            producer.produce(topic, key=name.encode(), value=name.encode())
+            producer.produce(send_to, key=name.encode(), value=name.encode())
             producer.poll(0)
         producer.flush(30)
         settle(arrivals, set(names), timeout_s=30)
@@ -106,6 +119,38 @@ def bare(stage: Stage, rate: float, seconds: float) -> Measured:
         thread.join(10)
     latencies = latencies_ms(arrivals, names, scheduled)
     return Measured(rate, count, latencies, count - len(latencies), late)
+
+
+def bare(stage: Stage, rate: float, seconds: float) -> Measured:
+    """The bare round trip: produced and consumed on one topic of its own."""
+    topic = f"{stage.prefix}bare-roundtrip"
+    create_topics(stage, [topic])
+    return round_trip(stage, topic, topic, rate, seconds)
+
+
+@contextlib.contextmanager
+def relaying(stage: Stage) -> Iterator[None]:
+    """The exactly-once floor's relay process (:mod:`bench.relay`) on ``stage``, warmed up
+    (group joined, transactions initialised, a record relayed)."""
+    create_topics(stage, [stage.settings.topic_named(t) for t in relay.topics()])
+    process = relay.RelayProcess(stage)
+    try:
+        warm = round_trip(stage, *_relay_ends(stage), 20, 1)
+        if warm.missing:
+            raise RuntimeError(f"the relay did not warm up: {warm.summary()}")
+        yield
+    finally:
+        process.close()
+
+
+def relayed(stage: Stage, rate: float, seconds: float) -> Measured:
+    """The exactly-once floor: through the relay (inside :func:`relaying`)."""
+    return round_trip(stage, *_relay_ends(stage), rate, seconds)
+
+
+def _relay_ends(stage: Stage) -> tuple[str, str]:
+    names = relay.topics()
+    return stage.settings.topic_named(names[0]), stage.settings.topic_named(names[1])
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -132,24 +177,27 @@ def main(argv: list[str] | None = None) -> int:
     fewer = int(os.environ.get("BENCH_FEWER_PARTITIONS", "1"))
     webhook_runs: list[list[Measured]] = []
     bare_runs: list[list[Measured]] = []
+    relay_runs: list[list[Measured]] = []
     fewer_runs: list[list[Measured]] = []
     gate_runs: list[Measured] = []
     loads: list[str] = []
     for run in range(args.runs):
         print(f"latency run {run + 1} of {args.runs}", flush=True)
         loads.append(load_note(run))
-        with serving(partitions) as (stage, servers):
+        with serving(partitions) as (stage, servers), relaying(stage):
             gate = gate_latency.GateProcess(stage)
             try:
-                webhook_runs.append([])
-                bare_runs.append([])
+                kinds = {"webhook": webhook_runs, "bare": bare_runs, "relay": relay_runs}
+                for runs in kinds.values():
+                    runs.append([])
                 meter = servers.meter(gate=of_pid(gate.child.pid))
                 for rate in rates:
                     for kind, measured in (
                         ("webhook", webhook(stage, servers, rate, seconds, meter)),
                         ("bare", bare(stage, rate, seconds)),
+                        ("relay", relayed(stage, rate, seconds)),
                     ):
-                        (webhook_runs if kind == "webhook" else bare_runs)[-1].append(measured)
+                        kinds[kind][-1].append(measured)
                         print(f"  {kind} {rate:,.0f}/s: {measured.summary()}", flush=True)
                 if gate_rate > 0:  # BENCH_GATE_RATE=0 leaves the gate out
                     gate_latency.measure(stage, 20, 1, f"w{run}")  # warm-up
@@ -166,6 +214,7 @@ def main(argv: list[str] | None = None) -> int:
         gate_runs,
         os.cpu_count() or 1,
         fewer=(fewer, fewer_runs) if fewer_runs else None,
+        relay=relay_runs,
     )
     profiled = (
         profile_notes(profile_rate, seconds, partitions)

@@ -41,6 +41,16 @@ class Output:
         return (n + 1) * self.records // self.inputs - n * self.records // self.inputs
 
 
+def commit_consumed(producer: Producer, consumer: Consumer) -> None:
+    """Add ``consumer``'s positions to ``producer``'s open transaction and commit it."""
+    positions = consumer.position(consumer.assignment())
+    producer.send_offsets_to_transaction(
+        [TopicPartition(p.topic, p.partition, p.offset) for p in positions if p.offset >= 0],
+        consumer.consumer_group_metadata(),
+    )
+    producer.commit_transaction(60)
+
+
 def run(settings: Settings, outputs: list[Output], expected: int, timeout_s: float = 600) -> float:
     """Consume ``expected`` deliveries, write ``outputs`` for them; seconds from start until
     the last transaction committed."""
@@ -106,16 +116,7 @@ def run(settings: Settings, outputs: list[Output], expected: int, timeout_s: flo
                                 break
                             except BufferError:
                                 producer.poll(0.01)
-            positions = consumer.position(consumer.assignment())
-            producer.send_offsets_to_transaction(
-                [
-                    TopicPartition(p.topic, p.partition, p.offset)
-                    for p in positions
-                    if p.offset >= 0
-                ],
-                consumer.consumer_group_metadata(),
-            )
-            producer.commit_transaction(60)
+            commit_consumed(producer, consumer)
         return time.monotonic() - started
     finally:
         consumer.close()

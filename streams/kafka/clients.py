@@ -31,15 +31,21 @@ ErrorCallback = Callable[[KafkaError], None]
 
 IDEMPOTENT: Mapping[str, object] = {"enable.idempotence": True, "acks": "all"}
 """What every producer guarantees."""
-TRANSACTION_RETRY: Mapping[str, object] = {"retry.backoff.ms": 10, "retry.backoff.max.ms": 1000}
+TRANSACTION_RETRY: Mapping[str, object] = {"retry.backoff.ms": 2, "retry.backoff.max.ms": 1000}
 """A transactional producer's retry backoff, unless the pass-through settings or tuning set it.
 
 Right after a commit the coordinator is still writing the commit markers and answers the
 next transaction's first ``AddPartitionsToTxn``/``AddOffsetsToTxn`` with
 ``CONCURRENT_TRANSACTIONS``. librdkafka retries that after ``retry.backoff.ms``, 100 ms by
-default, so a few percent of transactions took 100 ms more than the rest; measured here,
-``send_offsets_to_transaction`` p99 went from 120 ms to 17 to 27 ms at 10 ms. The backoff
-still doubles up to ``retry.backoff.max.ms`` while an error lasts."""
+default, so a few percent of transactions took 100 ms more than the rest (at 10 ms,
+``send_offsets_to_transaction`` p99 went from 120 ms to 17 to 27 ms). At 1,000 records/s
+the markers were still being written for more than half of the transactions, which waited
+the whole backoff: on a bare transactional relay (``bench/relay.py``),
+``send_offsets_to_transaction`` p50 11.7 ms at 10 ms, 4.0 to 4.6 at 2, 2.3 to 2.6 at 1.
+2 ms, because the webhook's latency at 1,000
+posts/s went down with it (p50 54.4 to 43.9 ms, p99 180.5 to 136.3, medians of 11
+interleaved pairs) and no further at 1 ms (6 pairs). The backoff still doubles up to
+``retry.backoff.max.ms`` while an error lasts."""
 READ_COMMITTED: Mapping[str, object] = {
     "isolation.level": "read_committed",
     "enable.auto.commit": False,

@@ -1,12 +1,14 @@
-"""A transaction that starts right after a commit is not held back 100 ms.
+"""A transaction that starts right after a commit is held back milliseconds, not 100 ms.
 
 Right after a commit the coordinator is still writing the commit markers and answers the next
 transaction's first ``AddPartitionsToTxn``/``AddOffsetsToTxn`` with ``CONCURRENT_TRANSACTIONS``.
 librdkafka retries after ``retry.backoff.ms``, 100 ms by default: under a steady stream of
-records a few percent of all transactions (and the signals in them) waited that long. The
-processor's producer retries these after 10 ms. librdkafka's own protocol log says how long
-each retry waits ("Retrying AddOffsetsToTxnRequest ... in 10ms"), so this reads the wait from
-the log instead of timing anything.
+records a few percent of all transactions (and the signals in them) waited that long. At
+1,000 records/s more than half of the transactions met the markers still being written and
+waited the whole backoff: the processor's producer retries these after 2 ms
+(``streams.kafka.clients.TRANSACTION_RETRY``). librdkafka's own protocol log says how long each
+retry waits ("Retrying AddOffsetsToTxnRequest ... in 2ms"), so this reads the wait from the
+log instead of timing anything.
 """
 
 from __future__ import annotations
@@ -35,6 +37,8 @@ RETRY = re.compile(
     r"Retrying (AddOffsetsToTxn|AddPartitionsToTxn)Request \(.*retry (\d+)/\d+.*\) in (\d+)ms"
 )
 RECORDS = 600
+FIRST_RETRY_MS = 3
+"""The longest first retry allowed (librdkafka jitters the 2 ms backoff)."""
 
 
 def test_a_transaction_right_after_a_commit_is_retried_in_milliseconds(
@@ -79,4 +83,4 @@ def test_a_transaction_right_after_a_commit_is_retried_in_milliseconds(
     # The broker answered CONCURRENT_TRANSACTIONS at least once (it does for a few percent
     # of back-to-back transactions); otherwise this test would prove nothing.
     assert waits, "no transaction was retried: the race this test is about did not happen"
-    assert max(ms for _, attempt, ms in waits if attempt == 1) <= 20, waits
+    assert max(ms for _, attempt, ms in waits if attempt == 1) <= FIRST_RETRY_MS, waits

@@ -242,3 +242,31 @@ def test_the_webhook_on_fewer_partitions_gets_its_own_tables_and_note() -> None:
     (target,) = s.targets
     assert target.measured.startswith("209.9 ms")
     assert not any("per topic" in t.title for t in latency_section(webhook, bare, 5).tables)
+
+
+def test_the_exactly_once_floor_gets_its_table_ratios_note_and_a_word_in_the_target() -> None:
+    webhook = [[measured(200, 30), measured(1000, 140)] for _ in range(3)]
+    bare = [[measured(200, 2), measured(1000, 3)] for _ in range(3)]
+    relay = [[measured(200, 20), measured(1000, 100)] for _ in range(3)]
+    s = latency_section(webhook, bare, seconds=5, relay=relay)
+    floor = next(t for t in s.tables if t.title.startswith("Exactly-once floor"))
+    assert {row[0]: row[2] for row in floor.rows} == {
+        "200": "29.9 ms (29.9 to 29.9)",
+        "1,000": "109.9 ms (109.9 to 109.9)",
+    }
+    ratios = next(t for t in s.tables if t.title == "Webhook / exactly-once floor (medians)")
+    # p99 at 1,000/s: webhook 149.9 ms over the floor's 109.9 ms
+    assert ratios.rows[1][2] == "1.4 x"
+    (target,) = s.targets
+    assert not target.met
+    # bare p99 12.9 ms allows 38.7 ms; the floor alone is 109.9 ms = 8.5 x bare
+    assert target.by.endswith(
+        "the exactly-once floor alone: 109.9 ms = 8.5 x bare, over the allowance"
+    )
+    assert any(n.startswith("Exactly-once floor (`bench/relay.py`)") for n in s.notes)
+    assert any(series.label == "exactly-once floor p99" for series in s.series)
+    without = latency_section(webhook, bare, seconds=5)
+    assert not any(
+        t.title.startswith(("Exactly-once", "Webhook / exactly")) for t in without.tables
+    )
+    assert "floor" not in without.targets[0].by

@@ -56,6 +56,6 @@ def test_a_transactional_producer_retries_soon_unless_the_environment_says_other
         )
         return conf["retry.backoff.ms"], conf["retry.backoff.max.ms"]
 
-    assert backoff({}) == (10, 1000)
+    assert backoff({}) == (2, 1000)
     assert backoff({"SLUICEGATE_RDKAFKA_RETRY_BACKOFF_MS": "250"}) == ("250", 1000)
     assert backoff({}, {"retry.backoff.ms": 50}) == (50, 1000)
