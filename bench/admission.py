@@ -15,6 +15,8 @@ contender of every run reads those same records. Per run, each on fresh topics o
    core is compiled, one instance runs it from its Python source too (:mod:`bench.interpreted`),
    timed and checked the same way.
 2. The limit (:mod:`bench.limit`), writing per input what admission wrote per delivery.
+   Its mirror, the ceiling (:mod:`bench.core_alone`, a process of its own): the admission
+   core and the engine's decider alone, on one thread, state in a dict, nothing sent.
 3. Postgres ``INSERT ... ON CONFLICT DO NOTHING`` (:mod:`bench.pg_admission`): one
    transaction per delivery from 4 connections, and 1,000 per transaction.
 4. DBOS Transact (:mod:`bench.dbos_admission`) on the first ``BENCH_DBOS_DELIVERIES``
@@ -25,7 +27,8 @@ one instance under py-spy (if installed; ``BENCH_PROFILE=0`` skips it) gives the
 what limits it; ``--profile-only`` does just that run and replaces its note in ``--out``.
 
 Other knobs: ``BENCH_PARTITIONS`` (default 6), ``BENCH_TIMEOUT_S`` per contender (600),
-``BENCH_SKIP`` (comma-separated contender keys: ``interpreted,limit,pg,dbos``) for a quick look.
+``BENCH_SKIP`` (comma-separated contender keys: ``interpreted,limit,ceiling,pg,dbos``) for a
+quick look.
 A contender whose counts are wrong is a failed run: its figure is left out and a note says so.
 """
 
@@ -40,13 +43,13 @@ import sys
 import tempfile
 import time
 import uuid
-from collections import Counter
 from pathlib import Path
 
 import psycopg
 
-from bench import limit, pg_admission
+from bench import core_alone, limit, pg_admission
 from bench.admission_section import (
+    CEILING,
     DBOS,
     INTERPRETED,
     LIMIT,
@@ -67,28 +70,14 @@ from bench.backlog import (
     stop_children,
     stop_on_sigterm,
 )
+from bench.counts import CountsWrong, counted, expect_outcomes
 from bench.profile import Profiler, available, top_frames
 from bench.results import replace_notes, write
-from schemas.codec import decode
-from schemas.events import (
-    BranchLaunched,
-    DeliveryDeduplicated,
-    DeliveryRejected,
-    OccurrenceConflict,
-    RunAdmitted,
-)
 from schemas.topics import DELIVERIES, RUNS, TASKS, TOPICS, WORKFLOWS
 from sluicegate import native
 
 RAW_DIR = ROOT / "var" / "bench"
 """Where the raw results are kept (not committed): what ``--resume`` reads."""
-OUTCOMES = (RunAdmitted, DeliveryDeduplicated, OccurrenceConflict, DeliveryRejected)
-
-
-class CountsWrong(AssertionError):
-    """A contender's output is not what admission promises: the run failed."""
-
-
 # -- Sluicegate ---------------------------------------------------------------------------------
 
 
@@ -149,40 +138,12 @@ def _timed(
 
 def check_sluicegate(stage: Stage, backlog: Backlog) -> None:
     settings = stage.settings
-    outcomes: Counter[str] = Counter()
-    admitted: Counter[str] = Counter()
-    for _p, _k, value in read_all(settings, settings.topic(RUNS)):
-        record = decode(value)
-        if isinstance(record, OUTCOMES):
-            outcomes[record.delivery_id] += 1
-        if isinstance(record, RunAdmitted):
-            admitted[record.admission_key] += 1
-    launches: Counter[tuple[str, str]] = Counter()
-    for _p, _k, value in read_all(settings, settings.topic(TASKS)):
-        record = decode(value)
-        if isinstance(record, BranchLaunched):
-            launches[(record.run_id, record.slot)] += 1
-    expect_outcomes(outcomes, admitted, launches, backlog)
-
-
-def expect_outcomes(
-    outcomes: Counter[str],
-    admitted: Counter[str],
-    launches: Counter[tuple[str, str]],
-    backlog: Backlog,
-) -> None:
-    ids = {d.delivery_id for d in backlog.deliveries}
-    keys = {d.admission_key for d in backlog.deliveries}
-    wrong = []
-    if set(outcomes) != ids or set(outcomes.values()) != {1}:
-        wrong.append(f"outcomes: {sum(outcomes.values())} for {len(outcomes)} of {len(ids)}")
-    if set(admitted) != keys or set(admitted.values()) != {1}:
-        wrong.append(f"runs: {sum(admitted.values())} for {len(admitted)} of {len(keys)} keys")
-    want = len(keys) * len(backlog.slots)
-    if len(launches) != want or set(launches.values()) != {1}:
-        wrong.append(f"launches: {sum(launches.values())} distinct {len(launches)} of {want}")
-    if wrong:
-        raise CountsWrong("; ".join(wrong))
+    written = (
+        value
+        for topic in (settings.topic(RUNS), settings.topic(TASKS))
+        for _p, _k, value in read_all(settings, topic)
+    )
+    expect_outcomes(*counted(written), backlog)
 
 
 def written_per_delivery(stage: Stage, deliveries: int) -> list[limit.Output]:
@@ -234,6 +195,33 @@ def the_limit(
         return seconds
     finally:
         stage.close()
+
+
+def the_ceiling(backlog: Backlog, duplicates: float, timeout_s: float) -> float:
+    """The admission core alone (:mod:`bench.core_alone`), in a process of its own that plans
+    the same records again (checked by digest) and counts what it produced."""
+    command = [
+        sys.executable,
+        "-m",
+        "bench.core_alone",
+        "--deliveries",
+        str(len(backlog.deliveries)),
+        "--duplicates",
+        str(duplicates),
+        "--digest",
+        core_alone.digest(backlog),
+    ]
+    try:
+        done = subprocess.run(
+            command, cwd=ROOT, capture_output=True, text=True, timeout=timeout_s, check=False
+        )
+    except subprocess.TimeoutExpired:
+        raise TimeoutError(f"bench.core_alone ran longer than {timeout_s:.0f} s") from None
+    if done.returncode == 3:
+        raise CountsWrong(done.stderr.strip())
+    if done.returncode != 0:
+        raise RuntimeError(f"bench.core_alone exited {done.returncode}: {done.stderr[-500:]}")
+    return float(json.loads(done.stdout)["seconds"])
 
 
 def postgres(backlog: Backlog, dsn: str, batched: bool) -> float:
@@ -411,6 +399,8 @@ def measure(
                 total,
                 lambda p=results.profile: the_limit(backlog, p, partitions, timeout_s),
             )
+        if "ceiling" not in skip and wanted(CEILING):
+            attempt(results, CEILING, total, lambda: the_ceiling(backlog, share, timeout_s))
         if "pg" not in skip and wanted(PG_EACH):
             attempt(results, PG_EACH, total, lambda: postgres(backlog, dsn, batched=False))
         if "pg" not in skip and wanted(PG_BATCH):

@@ -7,6 +7,7 @@ much), notes and plot series; nothing here touches Kafka or Postgres.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 
 from bench.limit import Output
@@ -16,14 +17,28 @@ SLUICEGATE_1 = "Sluicegate, 1 instance"
 SLUICEGATE_2 = "Sluicegate, 2 instances"
 INTERPRETED = "Sluicegate, 1 instance, core not compiled"
 LIMIT = "limit: bare transactional consume-produce"
+CEILING = "ceiling: the admission core alone, 1 thread, no Kafka, no RocksDB"
 PG_EACH = "Postgres ON CONFLICT, 1 txn per delivery, 4 connections"
 PG_BATCH = "Postgres ON CONFLICT, 1,000 per txn"
 DBOS = "DBOS Transact, 1 workflow per delivery"
+CEILING_NOTE = (
+    "The ceiling (`bench/core_alone.py`), the limit's mirror: in a process of its own (which "
+    "plans the same records again and checks their digest), each "
+    "delivery decoded and decided the way the processor decides it (the app's "
+    "`decode_input` and `to_command` and the engine's `Decider`: the stored state decoded, "
+    "`decide`, `evolve`, each event and the new state encoded, the timer entries), with the "
+    "state in a dict instead of RocksDB and every record appended to a list instead of sent; "
+    "its records are counted like the others'. No Kafka client, no state store, no "
+    "transaction: what one core admits when deciding is the only cost. Between the ceiling "
+    "and one instance is what the engine costs (consuming, producing, RocksDB, committing, "
+    "on the cores the broker shares); between the ceiling and the limit, what deciding costs."
+)
 SHORT = {
     SLUICEGATE_1: "Sluicegate x1",
     SLUICEGATE_2: "Sluicegate x2",
     INTERPRETED: "x1 not compiled",
     LIMIT: "limit",
+    CEILING: "core alone",
     PG_EACH: "PG per delivery",
     PG_BATCH: "PG batched",
     DBOS: "DBOS",
@@ -69,7 +84,7 @@ def _target(name: str, wanted: str, mine: float | None, bar: float | None, facto
 def section(results: Results, scale: dict[str, int | float]) -> Section:
     one = results.median(SLUICEGATE_1)
     rows: list[list[Cell]] = []
-    order = [SLUICEGATE_1, SLUICEGATE_2, INTERPRETED, LIMIT, PG_EACH, PG_BATCH, DBOS]
+    order = [SLUICEGATE_1, SLUICEGATE_2, INTERPRETED, LIMIT, CEILING, PG_EACH, PG_BATCH, DBOS]
     for name in order + sorted(set(results.rates) - set(order)):
         values = results.rates.get(name, [])
         failed = len(results.failures.get(name, []))
@@ -121,6 +136,13 @@ def section(results: Results, scale: dict[str, int | float]) -> Section:
     targets[4] = Target(
         targets[4].name, targets[4].wanted, _ratio(two, one) + " x", targets[4].met, targets[4].by
     )
+    ceiling = results.median(CEILING)
+    if ceiling is not None:
+        targets[0] = dataclasses.replace(
+            targets[0],
+            by=f"{targets[0].by}; the core alone (the ceiling) decides {ceiling:,.0f}/s on one "
+            "thread",
+        )
     notes = [
         f"{scale['deliveries']:,} deliveries ({scale['duplicates']:.0%} duplicates, "
         f"{scale['occurrences']:,} occurrences), 3 slots, {scale['partitions']} partitions, "
@@ -141,6 +163,8 @@ def section(results: Results, scale: dict[str, int | float]) -> Section:
             "its Python source instead of the compiled modules (`python -m bench.interpreted`), "
             "in each run beside the others: what compiling the core buys on this machine."
         )
+    if CEILING in results.rates:
+        notes.append(CEILING_NOTE)
     for name, reasons in results.failures.items():
         notes.append(
             f"{name}: {len(reasons)} run(s) failed and are left out of its figure: {reasons[0]}"
@@ -164,8 +188,9 @@ def section(results: Results, scale: dict[str, int | float]) -> Section:
             "on, by 1 and 2 `sluicegate processor` instances, beside the limit (a bare "
             "confluent-kafka transactional consume-produce loop writing per input what "
             "admission writes per delivery, with the processor's batch of 2,000 and commit "
-            "interval of 100 ms), Postgres `INSERT ... ON CONFLICT DO NOTHING` admission and "
-            "DBOS Transact."
+            "interval of 100 ms), the ceiling (the admission core alone, deciding the same "
+            "records on one thread with no Kafka client or state store), Postgres `INSERT ... "
+            "ON CONFLICT DO NOTHING` admission and DBOS Transact."
         ),
         tables=tables,
         notes=notes,

@@ -1,10 +1,16 @@
-"""Sections 1 and 2 turn measured runs into figures, targets and series (pure parts only)."""
+"""Sections 1 and 2 turn measured runs into figures, targets and series (pure parts only), and
+section 1's ceiling admits with the real core."""
 
 from __future__ import annotations
 
 import dataclasses
+import json
 
+import pytest
+
+from bench import core_alone
 from bench.admission_section import (
+    CEILING,
     DBOS,
     LIMIT,
     PG_BATCH,
@@ -14,12 +20,14 @@ from bench.admission_section import (
     Results,
 )
 from bench.admission_section import section as admission_section
-from bench.backlog import new_stage_prefix, stale_stage_topics
+from bench.backlog import new_stage_prefix, plan, stale_stage_topics
+from bench.counts import CountsWrong, counted, expect_outcomes
 from bench.latency_section import section as latency_section
 from bench.latency_tables import Measured
 from bench.limit import Output
 from bench.machine import Machine
 from bench.report import render_markdown
+from streams.settings import load_settings
 
 SCALE = {
     "deliveries": 1000,
@@ -270,3 +278,36 @@ def test_the_exactly_once_floor_gets_its_table_ratios_note_and_a_word_in_the_tar
         t.title.startswith(("Exactly-once", "Webhook / exactly")) for t in without.tables
     )
     assert "floor" not in without.targets[0].by
+
+
+def test_the_ceiling_admits_with_the_real_core_and_its_counts_are_checked(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    backlog = plan(400, 0.25)
+    digest = core_alone.digest(backlog)
+    assert core_alone.main(["--deliveries", "400", "--duplicates", "0.25", "--digest", digest]) == 0
+    assert json.loads(capsys.readouterr().out)["seconds"] > 0  # exit 0: every count exact
+    _seconds, produced = core_alone.run(load_settings({}), backlog)
+    outcomes, admitted, launches = counted(value for _topic, value in produced)
+    assert sum(outcomes.values()) == 400
+    assert len(admitted) == backlog.occurrences
+    assert len(launches) == backlog.occurrences * len(backlog.slots)
+    lost = dataclasses.replace(backlog, deliveries=backlog.deliveries[:-1])
+    with pytest.raises(CountsWrong, match="outcomes"):
+        expect_outcomes(*counted(value for _topic, value in produced), lost)
+    # Other records than the caller's (another seed plans other deliveries): refused.
+    other = core_alone.digest(plan(400, 0.25, seed=13))
+    assert core_alone.main(["--deliveries", "400", "--duplicates", "0.25", "--digest", other]) == 2
+
+
+def test_the_ceiling_gets_its_row_ratio_and_note() -> None:
+    r = results()
+    r.rates[CEILING] = [15000.0, 14000.0, 16000.0]
+    r.deliveries[CEILING] = 1000
+    s = admission_section(r, SCALE)
+    row = next(row for row in s.tables[0].rows if row[0] == CEILING)
+    assert row[4] == "0.20"  # x1 median 3,000 over the ceiling's 15,000
+    assert any(n.startswith("The ceiling (`bench/core_alone.py`)") for n in s.notes)
+    assert "core alone" in s.series[0].x
+    assert s.targets[0].by.endswith("the core alone (the ceiling) decides 15,000/s on one thread")
+    assert not any(n.startswith("The ceiling") for n in admission_section(results(), SCALE).notes)

@@ -1,0 +1,131 @@
+"""Section 1's ceiling: the admission core alone, on one thread, over the same records.
+
+Every delivery of the backlog goes through what the processor does per delivery between
+consuming it and producing its records: ``AdmissionApp.decode_input``, ``to_command`` and
+the engine's :class:`~streams.engine.deciding.Decider` (decode the stored state, ``decide``,
+``evolve``, encode each event and the new state, the timer entries), in the benchmark
+process, with the state kept in a dict instead of RocksDB and each produced record appended
+to a list instead of sent. No Kafka client, no state store, no transaction: what one core
+can admit when only deciding costs anything. Between this ceiling and one processor
+instance is the engine's share (consuming, producing, RocksDB, committing); between this
+ceiling and the limit, deciding's.
+
+It runs as a process of its own (``python -m bench.core_alone --deliveries N --duplicates
+D --digest H``), as each processor instance does, so the benchmark process's heap and
+threads do not slow it: it plans the backlog again (planning is deterministic), refuses to
+run unless the digest of its records is the caller's (:func:`digest`), and prints the seconds
+as JSON. The records it produced are decoded after the clock stops and counted as every other
+contender's are (:mod:`bench.counts`); wrong counts exit with status 3.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import sys
+import time
+from collections.abc import Mapping
+from typing import cast
+
+from confluent_kafka import Message
+
+from bench.backlog import Backlog, plan
+from bench.counts import CountsWrong, counted, expect_outcomes
+from schemas.codec import decode
+from schemas.events import WorkflowRevised
+from streams.adapters.workflow_table import WorkflowTable
+from streams.apps.admission import AdmissionApp
+from streams.engine.batch import Input
+from streams.engine.deciding import Decider
+from streams.engine.store import PartitionStore
+from streams.settings import Settings, load_settings
+
+
+class _Workflow:
+    """The one workflow the backlog is for, where the app asks its table."""
+
+    def __init__(self, workflow: WorkflowRevised) -> None:
+        self.workflow = workflow
+
+    def get(self, subscription: str, environment: str) -> WorkflowRevised | None:
+        w = self.workflow
+        return w if (w.subscription, w.environment) == (subscription, environment) else None
+
+
+class _DictStore:
+    """What the decider asks of a partition's store (``get``, ``put``), in a dict."""
+
+    def __init__(self) -> None:
+        self.values: dict[str, bytes] = {}
+
+    def get(self, key: str) -> bytes | None:
+        return self.values.get(key)
+
+    def put(self, key: str, value: bytes | None) -> None:
+        if value is None:
+            self.values.pop(key, None)
+        else:
+            self.values[key] = value
+
+
+def run(settings: Settings, backlog: Backlog) -> tuple[float, list[tuple[str, bytes | None]]]:
+    """Seconds to admit every delivery of ``backlog``, and the records produced."""
+    workflow = decode(backlog.workflow_value)
+    assert isinstance(workflow, WorkflowRevised)
+    app = AdmissionApp(settings, cast(WorkflowTable, _Workflow(workflow)))
+    produced: list[tuple[str, bytes | None]] = []
+
+    def emit(
+        topic: str,
+        key: str,
+        value: bytes | None,
+        partition: int | None,
+        headers: list[tuple[str, bytes]] | None = None,
+    ) -> None:
+        produced.append((topic, value))
+
+    store = _DictStore()
+    stores = cast(Mapping[int, PartitionStore], {0: store})
+    decider = Decider(app, stores, "dead-letters", emit)
+    topic = app.input_topics[0]
+    now = int(time.time() * 1000)
+    started = time.perf_counter()
+    no_message = cast(Message, None)  # only dead letters read it, and none are written here
+    for offset, d in enumerate(backlog.deliveries):
+        record = app.decode_input(d.value)
+        decider.apply(Input(no_message, topic, 0, offset, d.key.decode(), record, None), now)
+    return time.perf_counter() - started, produced
+
+
+def digest(backlog: Backlog) -> str:
+    """SHA-256 over the backlog's encoded records: that two processes plan the same ones."""
+    h = hashlib.sha256(backlog.workflow_value)
+    for d in backlog.deliveries:
+        h.update(d.key)
+        h.update(d.value)
+    return h.hexdigest()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.core_alone", description=__doc__)
+    parser.add_argument("--deliveries", type=int, required=True)
+    parser.add_argument("--duplicates", type=float, required=True)
+    parser.add_argument("--digest", required=True, help="digest() of the caller's backlog")
+    args = parser.parse_args(argv)
+    backlog = plan(args.deliveries, args.duplicates)
+    if digest(backlog) != args.digest:
+        print("planned other records than the caller's backlog", file=sys.stderr)
+        return 2
+    seconds, produced = run(load_settings({}), backlog)
+    try:
+        expect_outcomes(*counted(value for _topic, value in produced), backlog)
+    except CountsWrong as e:
+        print(f"counts wrong: {e}", file=sys.stderr)
+        return 3
+    print(json.dumps({"seconds": seconds}))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
