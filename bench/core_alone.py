@@ -3,12 +3,11 @@
 Every delivery of the backlog goes through what the processor does per delivery between
 consuming it and producing its records: ``AdmissionApp.decode_input``, ``to_command`` and
 the engine's :class:`~streams.engine.deciding.Decider` (decode the stored state, ``decide``,
-``evolve``, encode each event and the new state, the timer entries), in the benchmark
-process, with the state kept in a dict instead of RocksDB and each produced record appended
-to a list instead of sent. No Kafka client, no state store, no transaction: what one core
-can admit when only deciding costs anything. Between this ceiling and one processor
-instance is the engine's share (consuming, producing, RocksDB, committing); between this
-ceiling and the limit, deciding's.
+``evolve``, encode each event and the new state, the timer entries), with the state kept in
+a dict instead of RocksDB and each produced record appended to a list instead of sent. No
+Kafka client, no state store, no transaction: what one core can admit when only deciding
+costs anything. Between this ceiling and one processor instance is the engine's share
+(consuming, producing, RocksDB, committing); between this ceiling and the limit, deciding's.
 
 It runs as a process of its own (``python -m bench.core_alone --deliveries N --duplicates
 D --digest H``), as each processor instance does, so the benchmark process's heap and
