@@ -68,12 +68,12 @@ class _DictStore:
             self.values[key] = value
 
 
-def run(settings: Settings, backlog: Backlog) -> tuple[float, list[tuple[str, bytes | None]]]:
-    """Seconds to admit every delivery of ``backlog``, and the records produced."""
+def run(settings: Settings, backlog: Backlog) -> tuple[float, list[bytes | None]]:
+    """Seconds to admit every delivery of ``backlog``, and the values of the records produced."""
     workflow = decode(backlog.workflow_value)
     assert isinstance(workflow, WorkflowRevised)
     app = AdmissionApp(settings, cast(WorkflowTable, _Workflow(workflow)))
-    produced: list[tuple[str, bytes | None]] = []
+    produced: list[bytes | None] = []
 
     def emit(
         topic: str,
@@ -82,7 +82,7 @@ def run(settings: Settings, backlog: Backlog) -> tuple[float, list[tuple[str, by
         partition: int | None,
         headers: list[tuple[str, bytes]] | None = None,
     ) -> None:
-        produced.append((topic, value))
+        produced.append(value)
 
     store = _DictStore()
     stores = cast(Mapping[int, PartitionStore], {0: store})
@@ -118,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     seconds, produced = run(load_settings({}), backlog)
     try:
-        expect_outcomes(*counted(value for _topic, value in produced), backlog)
+        expect_outcomes(*counted(produced), backlog)
     except CountsWrong as e:
         print(f"counts wrong: {e}", file=sys.stderr)
         return 3

@@ -42,10 +42,9 @@ default, so a few percent of transactions took 100 ms more than the rest (at 10 
 the markers were still being written for more than half of the transactions, which waited
 the whole backoff: on a bare transactional relay (``bench/relay.py``),
 ``send_offsets_to_transaction`` p50 11.7 ms at 10 ms, 4.0 to 4.6 at 2, 2.3 to 2.6 at 1.
-2 ms, because the webhook's latency at 1,000
-posts/s went down with it (p50 54.4 to 43.9 ms, p99 180.5 to 136.3, medians of 11
-interleaved pairs) and no further at 1 ms (6 pairs). The backoff still doubles up to
-``retry.backoff.max.ms`` while an error lasts."""
+2 ms, because the webhook's latency at 1,000 posts/s went down with it (p50 54.4 to 43.9
+ms, p99 180.5 to 136.3, medians of 11 interleaved pairs) and no further at 1 ms (6 pairs).
+The backoff still doubles up to ``retry.backoff.max.ms`` while an error lasts."""
 READ_COMMITTED: Mapping[str, object] = {
     "isolation.level": "read_committed",
     "enable.auto.commit": False,

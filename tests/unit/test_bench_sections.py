@@ -288,13 +288,13 @@ def test_the_ceiling_admits_with_the_real_core_and_its_counts_are_checked(
     assert core_alone.main(["--deliveries", "400", "--duplicates", "0.25", "--digest", digest]) == 0
     assert json.loads(capsys.readouterr().out)["seconds"] > 0  # exit 0: every count exact
     _seconds, produced = core_alone.run(load_settings({}), backlog)
-    outcomes, admitted, launches = counted(value for _topic, value in produced)
+    outcomes, admitted, launches = counted(produced)
     assert sum(outcomes.values()) == 400
     assert len(admitted) == backlog.occurrences
     assert len(launches) == backlog.occurrences * len(backlog.slots)
     lost = dataclasses.replace(backlog, deliveries=backlog.deliveries[:-1])
     with pytest.raises(CountsWrong, match="outcomes"):
-        expect_outcomes(*counted(value for _topic, value in produced), lost)
+        expect_outcomes(*counted(produced), lost)
     # Other records than the caller's (another seed plans other deliveries): refused.
     other = core_alone.digest(plan(400, 0.25, seed=13))
     assert core_alone.main(["--deliveries", "400", "--duplicates", "0.25", "--digest", other]) == 2
