@@ -81,6 +81,17 @@ def _target(name: str, wanted: str, mine: float | None, bar: float | None, facto
     return Target(name, wanted, f"{mine / bar:.2f} x" if factor != 1 else f"{mine:,.0f}/s", met, by)
 
 
+def _pg_each_note(scale: dict[str, int | float]) -> list[str]:
+    first = scale.get("pg_each_deliveries", scale["deliveries"])
+    if first >= scale["deliveries"]:
+        return []
+    return [
+        f"{PG_EACH} ran on the first {first:,} deliveries (the same share of repeats): a "
+        "transaction per delivery costs the same however many follow, and the whole backlog "
+        "would take it minutes of every run."
+    ]
+
+
 def section(results: Results, scale: dict[str, int | float]) -> Section:
     one = results.median(SLUICEGATE_1)
     rows: list[list[Cell]] = []
@@ -152,6 +163,7 @@ def section(results: Results, scale: dict[str, int | float]) -> Section:
         "a read_committed consumer has seen the last delivery's outcome.",
         f"DBOS ran on the first {scale['dbos_deliveries']:,} deliveries only (one durable "
         "workflow each, in one process); its rate is per delivery of that subset.",
+        *_pg_each_note(scale),
         "The limit and Postgres run in the benchmark process; each Sluicegate instance is its "
         "own OS process. The counts of every run were checked exact: one outcome per delivery, "
         "one run per occurrence, one launch per run and slot (Postgres and DBOS: rows in their "

@@ -13,6 +13,7 @@ deletes what runs killed before that left behind.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import random
 import re
@@ -70,6 +71,11 @@ class Backlog:
     @property
     def occurrences(self) -> int:
         return len({d.admission_key for d in self.deliveries})
+
+    def first(self, count: int) -> Backlog:
+        """The first ``count`` deliveries, for the same workflow (repeats are spread evenly
+        through a backlog, so a prefix has about the same share of them)."""
+        return dataclasses.replace(self, deliveries=self.deliveries[:count])
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from bench.results import Cell, Section, Series, Table, Target, spread
 
 ORDER = 4
+REBUILD_TARGET = 0.5
+"""A rebuild should project at least this share of a bare COPY's rate (issue 12)."""
 GROWTH_SHARE = 0.05
 """A lag that grows by less than this share of what the processor writes per second, over the
 second half of an admission, counts as bounded (noise, batch boundaries)."""
@@ -144,7 +146,10 @@ def section(setting: Setting, runs: Sequence[Run], keepups: Sequence[KeepUp] = (
     live = spread([_rate(r.events, r.live_s) for r in good])
     rebuild = spread([_rate(r.events, r.rebuild_s) for r in good])
     copy = spread([_rate(r.events, r.copy_s) for r in good])
+    # Side by side in each run, so each run's own ratio: the machine's pace cancels out.
     ratios = spread([r.copy_s / r.rebuild_s for r in good if r.rebuild_s > 0])
+    live_ratios = spread([r.copy_s / r.live_s for r in good if r.live_s > 0])
+    shown = _digits(ratios.median, REBUILD_TARGET)
     per = setting.events_per_delivery
     table = Table(
         "Projection throughput (events/s, median of runs, min to max)",
@@ -154,13 +159,13 @@ def section(setting: Setting, runs: Sequence[Run], keepups: Sequence[KeepUp] = (
             [
                 "projections rebuild",
                 rebuild.shown(),
-                f"{rebuild.median / copy.median:.2f}",
+                f"{ratios.median:.{shown}f}",
                 f"{rebuild.median / per:,.0f}",
             ],
             [
                 "live projector",
                 live.shown(),
-                f"{live.median / copy.median:.2f}",
+                f"{live_ratios.median:.2f}",
                 f"{live.median / per:,.0f}",
             ],
         ],
@@ -168,10 +173,10 @@ def section(setting: Setting, runs: Sequence[Run], keepups: Sequence[KeepUp] = (
     targets = [
         Target(
             "rebuild vs bare COPY",
-            ">= 0.50 x bare COPY",
-            f"{ratios.median:.2f} x ({ratios.low:.2f} to {ratios.high:.2f})",
-            ratios.median >= 0.5,
-            _by(ratios.median, 0.5, "x"),
+            f">= {REBUILD_TARGET:.2f} x bare COPY",
+            f"{ratios.median:.{shown}f} x ({ratios.low:.{shown}f} to {ratios.high:.{shown}f})",
+            ratios.median >= REBUILD_TARGET,
+            _by(ratios.median, REBUILD_TARGET, "x"),
         ),
         _keep_up_target(keepups),
     ]
@@ -376,8 +381,14 @@ def _lag_series(keepups: Sequence[KeepUp]) -> list[Series]:
     ]
 
 
+def _digits(value: float, target: float) -> int:
+    """Decimals to show a ratio with: 2, or 3 where 2 would round it across its target (a
+    missed 0.497 is not shown as 0.50 beside a target of 0.50)."""
+    return 2 if (round(value, 2) >= target) == (value >= target) else 3
+
+
 def _by(measured: float, wanted: float, unit: str) -> str:
-    digits = 2 if unit == "x" else 0
+    digits = _digits(measured, wanted) if unit == "x" else 0
     if measured >= wanted:
         return f"met, {measured / wanted:.2f} times the target"
     return f"short by {wanted - measured:,.{digits}f}{unit} ({measured / wanted:.0%} of the target)"

@@ -29,6 +29,23 @@ def test_rates_are_medians_and_the_targets_say_by_how_much() -> None:
     assert (live.measured, live.by) == ("not measured", "no keep-up run")
 
 
+def test_a_missed_target_never_reads_as_met_and_the_table_uses_the_targets_ratio() -> None:
+    # Per-run rebuild / COPY ratios 0.497, 0.46 and 0.61 (median 0.497, which rounds to the
+    # target); the ratio of the median rates (10,167 / 20,000 = 0.508) would read as met.
+    runs = [
+        Run(10_000, live_s=1.0, rebuild_s=0.5 / 0.497, copy_s=0.5),
+        Run(10_000, live_s=1.0, rebuild_s=0.4 / 0.46, copy_s=0.4),
+        Run(10_000, live_s=1.0, rebuild_s=0.6 / 0.61, copy_s=0.6),
+    ]
+    s = section(SETTING, runs)
+    rebuild, _live = s.targets
+    assert not rebuild.met
+    assert rebuild.measured == "0.497 x (0.460 to 0.610)"
+    assert rebuild.by == "short by 0.003x (99% of the target)"
+    rows = {row[0]: row for row in s.tables[0].rows}
+    assert rows["projections rebuild"][2] == "0.497"
+
+
 def test_a_run_with_wrong_counts_is_named_and_left_out() -> None:
     runs = [
         Run(10_000, live_s=1.0, rebuild_s=1.0, copy_s=1.0),

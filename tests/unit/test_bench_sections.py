@@ -311,3 +311,20 @@ def test_the_ceiling_gets_its_row_ratio_and_note() -> None:
     assert "core alone" in s.series[0].x
     assert s.targets[0].by.endswith("the core alone (the ceiling) decides 15,000/s on one thread")
     assert not any(n.startswith("The ceiling") for n in admission_section(results(), SCALE).notes)
+
+
+def test_postgres_per_delivery_on_a_prefix_says_so_and_keeps_the_share_of_repeats() -> None:
+    backlog = plan(4000, 0.25)
+    first = backlog.first(1000)
+    assert first.deliveries == backlog.deliveries[:1000]
+    assert first.workflow_value == backlog.workflow_value and first.slots == backlog.slots
+    assert 0.2 <= 1 - first.occurrences / 1000 <= 0.3
+    r = results()
+    r.deliveries[PG_EACH] = 250
+    s = admission_section(r, {**SCALE, "pg_each_deliveries": 250})
+    row = next(row for row in s.tables[0].rows if row[0] == PG_EACH)
+    assert row[1] == 250
+    assert any(n.startswith(f"{PG_EACH} ran on the first 250 deliveries") for n in s.notes)
+    # The whole backlog (and results written before the knob existed): no such note.
+    for scale in (SCALE, {**SCALE, "pg_each_deliveries": 1000}):
+        assert not any(n.startswith(PG_EACH) for n in admission_section(results(), scale).notes)
