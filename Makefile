@@ -58,12 +58,12 @@ drills: up
 # The core's unit tests run twice: first against its Python source (as it runs where nothing
 # is compiled), then everything against the core as built.
 INTERPRETED_TESTS := tests/unit/test_core_*.py tests/unit/test_admission_*.py \
-	tests/unit/test_ingest_*.py tests/unit/test_native_core.py
+	tests/unit/test_ingest_*.py tests/unit/test_native_core.py tests/unit/test_binary_reader.py
 test: up lint typecheck
 	$(BIN)/python -m pytest -q -p no:cacheprovider -p tests.support.interpreted $(INTERPRETED_TESTS)
 	$(BIN)/python -m pytest -q -p no:cacheprovider --durations=20 tests $(PYTEST_ARGS)
 
-# Not part of `make test`: 26 to 37 minutes on 2 cores; writes docs/benchmarks.md and .png.
+# Not part of `make test`: 23 to 30 minutes on 2 cores; writes docs/benchmarks.md and .png.
 $(BIN)/.bench-installed: pyproject.toml $(BIN)/.installed
 	$(BIN)/pip install -q -e '.[dev,faust,bench]'
 	@touch $@

@@ -171,9 +171,10 @@ def section(results: Results, scale: dict[str, int | float]) -> Section:
     ]
     if INTERPRETED in results.rates:
         notes.append(
-            f"{INTERPRETED}: the same `sluicegate processor`, importing the admission core from "
-            "its Python source instead of the compiled modules (`python -m bench.interpreted`), "
-            "in each run beside the others: what compiling the core buys on this machine."
+            f"{INTERPRETED}: the same `sluicegate processor`, importing the compiled modules "
+            "(the admission core, the codec's varint reader) from their Python source "
+            "(`python -m bench.interpreted`), in each run beside the others: what compiling "
+            "them buys on this machine."
         )
     if CEILING in results.rates:
         notes.append(CEILING_NOTE)

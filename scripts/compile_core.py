@@ -32,8 +32,9 @@ def artifacts() -> list[Path]:
     """Every compiled file of the core that exists, the shared library and manifest included."""
     found = [native.compiled_path(m) for m in native.COMPILED]
     found = [p for p in found if p.exists()]
-    group = ROOT.joinpath(*native.GROUP.split("."))
-    found += sorted(group.parent.glob(f"{group.name}__mypyc.*"))
+    for name in native.GROUPS:
+        group = ROOT.joinpath(*name.split("."))
+        found += sorted(group.parent.glob(f"{group.name}__mypyc.*"))
     if (ROOT / native.MANIFEST).exists():
         found.append(ROOT / native.MANIFEST)
     return found
@@ -52,12 +53,16 @@ def build() -> None:
     from mypyc.build import mypycify
     from setuptools import setup
 
-    modules = mypycify(
-        [str(native.source_path(m).relative_to(ROOT)) for m in native.COMPILED],
-        group_name=native.GROUP,
-        opt_level="3",
-        target_dir=str(BUILD_DIR / "c"),
-    )
+    modules = [
+        extension
+        for group, members in native.GROUPS.items()
+        for extension in mypycify(
+            [str(native.source_path(m).relative_to(ROOT)) for m in members],
+            group_name=group,
+            opt_level="3",
+            target_dir=str(BUILD_DIR / "c" / group),
+        )
+    ]
     setup(
         name="sluicegate-core-compiled",
         ext_modules=modules,

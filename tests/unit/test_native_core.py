@@ -89,6 +89,16 @@ def test_every_command_refuses_a_stale_core(
     assert "make install" in err
 
 
+def test_each_compiled_module_is_built_into_one_library_of_its_own_package() -> None:
+    # A module in another package's library would make it load that package's code.
+    grouped = [m for members in native.GROUPS.values() for m in members]
+    assert sorted(grouped) == sorted(native.COMPILED)
+    assert len(set(grouped)) == len(grouped)
+    for group, members in native.GROUPS.items():
+        package = group.rpartition(".")[0]
+        assert all(m.startswith(package + ".") for m in members), group
+
+
 def test_this_checkout_runs_what_its_sources_say() -> None:
     # Fails after a core source was edited without `make install`: rebuild, or
     # `make interpreted`, before trusting any other test's result.
