@@ -13,13 +13,11 @@ starts and ends 3 s later, which makes that window wide enough to land in every 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
 
 import pytest
 
 from bench.backlog import read_all
 from streams.kafka.clients import transactional_producer
-from streams.settings import Settings
 from tests.support.kafka import create_topics, unique_settings
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
@@ -34,11 +32,13 @@ def _records(name: str, partitions: tuple[int, ...], count: int) -> list[Record]
     ]
 
 
-def _read_while_open(
-    settings: Settings, topic: str, end: Callable[[object], None]
-) -> tuple[list[Record], list[Record], list[Record]]:
-    """Commit one transaction, write another and leave it open, read the topic while
-    ``end(producer)`` ends it 3 s later: (committed, open, read)."""
+@pytest.mark.parametrize("commits", [True, False], ids=["committed", "aborted"])
+def test_a_transaction_in_the_log_when_reading_starts_is_waited_for(commits: bool) -> None:
+    """Records of a transaction that is open when reading starts: read once it commits,
+    left out once it aborts; either way the reader returns only after it ended."""
+    settings = unique_settings(partitions=3)
+    topic = settings.topic_named("out")
+    create_topics(settings, [(topic, 3, False)])
     producer = transactional_producer(
         settings, transactional_id=f"{settings.topic_prefix}writer", client_id="writer"
     )
@@ -51,38 +51,15 @@ def _read_while_open(
         if batch is committed:
             producer.commit_transaction(30)
     assert producer.flush(30) == 0  # the open transaction's records are in the log
-    ender = threading.Timer(3.0, end, args=(producer,))
+    end = producer.commit_transaction if commits else producer.abort_transaction
+    ender = threading.Timer(3.0, end, args=(30,))
     ender.start()
     try:
         read = sorted(read_all(settings, topic, timeout_s=60))
     finally:
         ender.join()
-    return committed, pending, read
-
-
-def test_a_transaction_in_the_log_when_reading_starts_is_read_once_committed() -> None:
-    settings = unique_settings(partitions=3)
-    topic = settings.topic_named("out")
-    create_topics(settings, [(topic, 3, False)])
-    committed, pending, read = _read_while_open(
-        settings,
-        topic,
-        lambda producer: producer.commit_transaction(30),  # type: ignore[attr-defined]
-    )
     # Partition 2 never gets a record: it is not waited for, and nothing comes from it.
-    assert read == sorted(committed + pending)
-
-
-def test_a_transaction_in_the_log_when_reading_starts_is_left_out_once_aborted() -> None:
-    settings = unique_settings(partitions=3)
-    topic = settings.topic_named("out")
-    create_topics(settings, [(topic, 3, False)])
-    committed, _pending, read = _read_while_open(
-        settings,
-        topic,
-        lambda producer: producer.abort_transaction(30),  # type: ignore[attr-defined]
-    )
-    assert read == sorted(committed)
+    assert read == sorted(committed + pending if commits else committed)
 
 
 def test_a_topic_without_records_reads_as_empty() -> None:
