@@ -35,7 +35,7 @@ def _records(name: str, partitions: tuple[int, ...], count: int) -> list[Record]
 @pytest.mark.parametrize("commits", [True, False], ids=["committed", "aborted"])
 def test_a_transaction_in_the_log_when_reading_starts_is_waited_for(commits: bool) -> None:
     """Records of a transaction that is open when reading starts: read once it commits,
-    left out once it aborts; either way the reader returns only after it ended."""
+    left out once it aborts."""
     settings = unique_settings(partitions=3)
     topic = settings.topic_named("out")
     create_topics(settings, [(topic, 3, False)])
