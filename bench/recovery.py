@@ -78,6 +78,24 @@ RESTORE_PROFILE = (
     "reads would meet up to 140 level-0 files after a 5,000,000-record restore)."
 )
 
+RSS_DIAGNOSIS = (
+    "RocksDB's and glibc's own figures, sampled every 0.1 to 0.5 s in a processor restoring "
+    "these changelogs (2026-12-04, single runs; the block cache as rocksdb.block-cache-usage, "
+    "the heap in use as glibc's mallinfo2): the block cache held 6 to 7 MiB after restoring "
+    "1,000,000 records and 13 to 16 MiB after 5,000,000, the index and filter blocks of the "
+    "SST files that the compaction following a restore writes and opens (capped with "
+    "everything else in the cache at its 32 MiB, so a larger state does not add more); that "
+    "compaction held 10 to 15 MiB more while it ran, in the first 1 to 3 s after the "
+    "restore, which is what the target's samples meet; malloc's heap in use at rest was 16 "
+    "MiB at 1,000,000 records and 22 MiB at 5,000,000. The rest (Python, librdkafka, thread "
+    "stacks, 29 MiB of shared libraries) does not depend on the state. Tried and not "
+    "adopted: partitioned index and filter blocks (the cache then filled to its 32 MiB at "
+    "both sizes: RocksDB loads every partition of a file it opens), 16 KiB data blocks (3 "
+    "and 9 to 12 MiB of cache, RSS at rest 58 and 68 MiB: still +17%, and a lookup that "
+    "meets a block reads four times as much), no compaction readahead (largest RSS 91 "
+    "against 97 MiB, one run each: inside the noise)."
+)
+
 
 @dataclass
 class Size:
@@ -370,7 +388,10 @@ def section(
             "128 KiB (streams/engine/heap.py), so the large buffers of RocksDB's compactions "
             "and librdkafka's fetches leave the process when freed instead of staying in "
             "malloc's arenas (before that, RSS at the same size differed by up to 50 MiB "
-            "between runs).",
+            "between runs); while a store is open, what smaller blocks RocksDB's threads free "
+            "is returned every second (streams/engine/heap.py, Release): 5,000,000 records, "
+            "RSS 6 s after the restore 70 to 71 MiB with it and 79 to 83 without (3 "
+            "interleaved pairs, 2026-12-04).",
             "Until 2026-12-03 this section restored a changelog of one repeated state, "
             "LZ4-compressed by the benchmark's producer (16 MB on the broker for 1,000,000 "
             "records instead of about 480 MB): 4.48 s for 1,000,000 records and 29.53 s for "
@@ -382,6 +403,7 @@ def section(
             f"Changelogs built at {', '.join(f'{s.records / s.built_s:,.0f}' for s in sizes)} "
             "records/s (not measured against a target).",
             *([f"Load average while measuring (1, 5, 15 min; 2 cores): {load}."] if load else []),
+            *([] if abs(growth) <= RSS_SPREAD else ["What RSS grows with: " + RSS_DIAGNOSIS]),
             *(
                 []
                 if restore.median <= RESTORE_TARGET_S

@@ -22,9 +22,10 @@ wiped and restored. A WAL would protect nothing and cost a checksum and a write 
 Memory per process is therefore about ``BLOCK_CACHE_BYTES + WRITE_BUFFERS_BYTES`` plus a few
 MiB per open store, whatever the number of records. The first store of a process also fixes
 glibc's mmap threshold (``heap.py``), so the large buffers of compactions and fetches are
-returned to the system when freed instead of staying in malloc's arenas. To trade memory for
-read speed, change these constants (they are not settings: a store's memory should not be
-tuned by accident).
+returned to the system when freed instead of staying in malloc's arenas, and every open
+store holds ``heap.RELEASE``, which returns the smaller blocks they free every second. To
+trade memory for read speed, change these constants (they are not settings: a store's memory
+should not be tuned by accident).
 """
 
 from __future__ import annotations

@@ -22,6 +22,7 @@ from pathlib import Path
 
 from rocksdict import Rdict, WriteBatch
 
+from streams.engine.heap import RELEASE
 from streams.engine.rocks import NO_WAL, store_options
 
 log = logging.getLogger("sluicegate.processor")
@@ -78,6 +79,8 @@ class PartitionStore:
         self.path = path
         self._db = Rdict(str(path), options=store_options())
         self._buffer: dict[str, bytes | None] = {}
+        self._open = True
+        RELEASE.hold()  # RocksDB's threads free memory from now on: see heap.py
 
     def get(self, store_key: str) -> bytes | None:
         if store_key in self._buffer:
@@ -178,7 +181,14 @@ class PartitionStore:
         return total
 
     def close(self) -> None:
-        self._db.close()
+        """Close RocksDB (a second call does nothing)."""
+        if not self._open:
+            return
+        self._open = False
+        try:
+            self._db.close()
+        finally:
+            RELEASE.let_go()
 
 
 def _text(raw: object) -> str:

@@ -8,6 +8,8 @@ from __future__ import annotations
 import ctypes.util
 import subprocess
 import sys
+import threading
+import time
 
 import pytest
 
@@ -61,3 +63,79 @@ def test_with_glibcs_default_they_stay_resident_which_is_why_the_engine_fixes_it
 
 def test_the_threshold_is_glibcs_own_starting_point() -> None:
     assert heap.MMAP_THRESHOLD == 128 * 1024
+
+
+class _Counting:
+    """A release that counts its calls and can fail."""
+
+    def __init__(self, fail_first: int = 0) -> None:
+        self.calls = 0
+        self.fail_first = fail_first
+        self.called = threading.Event()
+
+    def __call__(self) -> None:
+        self.calls += 1
+        self.called.set()
+        if self.calls <= self.fail_first:
+            raise OSError("refused")
+
+
+@pytest.fixture
+def fast(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(heap, "RELEASE_EVERY_S", 0.001)
+
+
+@pytest.mark.usefixtures("fast")
+def test_release_runs_only_while_held_and_the_last_let_go_stops_it() -> None:
+    counting = _Counting()
+    release = heap.Release(counting)
+    release.hold()
+    release.hold()
+    assert counting.called.wait(5)
+    assert release.let_go() is None  # one holder left: still running
+    counting.called.clear()
+    assert counting.called.wait(5)
+    stopped = release.let_go()
+    assert stopped is not None
+    stopped.join(5)
+    assert not stopped.is_alive()
+    assert release.holders == 0
+
+
+@pytest.mark.usefixtures("fast")
+def test_a_release_held_again_after_stopping_runs_again() -> None:
+    counting = _Counting()
+    release = heap.Release(counting)
+    release.hold()
+    first = release.let_go()
+    assert first is not None
+    first.join(5)
+    counting.called.clear()
+    release.hold()
+    assert counting.called.wait(5)
+    again = release.let_go()
+    assert again is not None and again is not first
+
+
+@pytest.mark.usefixtures("fast")
+def test_a_failing_release_is_logged_and_tried_again(caplog: pytest.LogCaptureFixture) -> None:
+    counting = _Counting(fail_first=1)
+    release = heap.Release(counting)
+    release.hold()
+    try:
+        give_up = time.monotonic() + 5
+        while counting.calls < 2 and time.monotonic() < give_up:
+            counting.called.clear()
+            counting.called.wait(0.01)
+    finally:
+        stopped = release.let_go()
+        assert stopped is not None
+        stopped.join(5)
+    assert counting.calls >= 2
+    assert "returning freed memory" in caplog.text
+
+
+def test_letting_go_more_often_than_held_is_an_error() -> None:
+    release = heap.Release(_Counting())
+    with pytest.raises(heap.ReleaseNotHeld):
+        release.let_go()

@@ -1,0 +1,90 @@
+"""A process with a store open gives memory freed on any thread back to the system
+(``streams/engine/heap.py``: :class:`~streams.engine.heap.Release`).
+
+Each case runs in a fresh interpreter: glibc's arenas are process-wide.
+"""
+
+from __future__ import annotations
+
+import ctypes.util
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from streams.engine import heap
+from streams.engine.store import PartitionStore
+
+pytestmark = pytest.mark.skipif(
+    ctypes.util.find_library("c") != "libc.so.6", reason="glibc's malloc only"
+)
+
+
+# Another thread frees 64 KiB blocks (below the mmap threshold, so they come from its
+# arena) between small ones it keeps (so the arena cannot shrink from its top): RocksDB's
+# compaction threads leave their arenas so. With a store open, is that memory back with the
+# system soon after, without anyone calling anything?
+FRAGMENTED = """
+import ctypes, sys, tempfile, threading, time
+from pathlib import Path
+from streams.engine import heap
+from streams.engine.store import PartitionStore
+heap.RELEASE_EVERY_S = 0.05
+libc = ctypes.CDLL("libc.so.6")
+libc.malloc.restype, libc.malloc.argtypes = ctypes.c_void_p, [ctypes.c_size_t]
+libc.free.argtypes = [ctypes.c_void_p]
+def rss_kib():
+    with open("/proc/self/status") as status:
+        return next(int(line.split()[1]) for line in status if line.startswith("VmRSS:"))
+store = None
+if sys.argv[1] == "open":
+    store = PartitionStore(Path(tempfile.mkdtemp()) / "p0", fresh=True)
+kept = []
+def churn():
+    big = []
+    for _ in range(1600):
+        block = libc.malloc(64 * 1024); ctypes.memset(block, 1, 64 * 1024); big.append(block)
+        kept.append(libc.malloc(64))
+    for block in big:
+        libc.free(block)
+before = rss_kib()
+worker = threading.Thread(target=churn); worker.start(); worker.join()
+freed_mib = (rss_kib() - before) // 1024
+give_up = time.monotonic() + 5.0
+while time.monotonic() < give_up and (rss_kib() - before) // 1024 > 10:
+    time.sleep(0.05)
+print(freed_mib, (rss_kib() - before) // 1024)
+if store is not None:
+    store.close()
+"""
+
+
+def _fragmented(mode: str) -> tuple[int, int]:
+    """(MiB resident right after the churn, MiB still resident up to 5 s later)."""
+    done = subprocess.run(
+        [sys.executable, "-c", FRAGMENTED, mode], capture_output=True, text=True, check=True
+    )
+    freed, later = done.stdout.split()
+    return int(freed), int(later)
+
+
+def test_while_a_store_is_open_freed_heap_goes_back_to_the_system_within_moments() -> None:
+    freed, later = _fragmented("open")
+    assert freed >= 90, "the churn should have left about 100 MiB in the arena"
+    assert later <= 10
+
+
+def test_without_one_it_stays_in_the_arena_which_is_why_stores_release_it() -> None:
+    freed, later = _fragmented("none")
+    assert freed >= 90
+    assert later >= 90
+
+
+def test_a_store_holds_the_release_while_open_and_once(tmp_path: Path) -> None:
+    before = heap.RELEASE.holders
+    store = PartitionStore(tmp_path / "p0", fresh=True)
+    assert heap.RELEASE.holders == before + 1
+    store.close()
+    store.close()
+    assert heap.RELEASE.holders == before
