@@ -19,10 +19,12 @@ sender that falls behind shows up as latency instead of hiding it (no coordinate
   transactional consume-produce loop in its own process that decides nothing, timed until
   its output is visible read_committed: what exactly-once itself costs on this broker.
 
-- **Fewer partitions** (``BENCH_FEWER_PARTITIONS``, default 1; 0 leaves it out): the webhook
-  again, per run, on topics of that many partitions, at the rates up to 1,000/s: a
-  transaction writes to (and commits a marker in) every partition it touches, so this shows
-  what the partition count costs latency on this broker.
+- **Fewer partitions** (``BENCH_FEWER_PARTITIONS``, default 0: left out; ``1`` measures it):
+  the webhook again, per run, on topics of that many partitions, at the rates up to
+  1,000/s: a transaction writes to (and commits a marker in) every partition it touches, so
+  this shows what the partition count costs latency on this broker. Off by default since
+  2026-12-04: it took about 1.5 of the full benchmark's minutes, and on one partition the
+  latencies overlapped those on six (README, changelog).
 
 - **Profile** (``BENCH_PROFILE``, default 1; 0 leaves it out): after the timed runs, one
   more webhook run at ``BENCH_PROFILE_RATE`` (default 1,000/s, the target's rate) with py-spy
@@ -174,7 +176,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     rates = [float(r) for r in os.environ.get("BENCH_RATES", "200,1000,5000").split(",") if r]
     gate_rate = float(os.environ.get("BENCH_GATE_RATE", "100"))
-    fewer = int(os.environ.get("BENCH_FEWER_PARTITIONS", "1"))
+    fewer = int(os.environ.get("BENCH_FEWER_PARTITIONS", "0"))
     webhook_runs: list[list[Measured]] = []
     bare_runs: list[list[Measured]] = []
     relay_runs: list[list[Measured]] = []
@@ -205,7 +207,7 @@ def main(argv: list[str] | None = None) -> int:
                     print(f"  gate {gate_rate:,.0f}/s: {gate_runs[-1].summary()}", flush=True)
             finally:
                 gate.close()
-        if fewer > 0:  # BENCH_FEWER_PARTITIONS=0 leaves this pass out
+        if fewer > 0:  # BENCH_FEWER_PARTITIONS=1 measures on one partition per topic
             fewer_runs.append(on_fewer_partitions(fewer, [r for r in rates if r <= 1000], seconds))
     rendered = section(
         webhook_runs,

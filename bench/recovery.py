@@ -209,8 +209,9 @@ def read_report(child: subprocess.Popen[str]) -> tuple[str, float]:
             return child.stdout.readline(), largest
 
 
-def run_child(settings: Settings) -> ChildRun:
-    """Start a processor, wait for its assignment, sample its RSS (:class:`ChildRun`)."""
+def run_child(settings: Settings, *, memory: bool = True) -> ChildRun:
+    """Start a processor, wait for its assignment, sample its RSS (:class:`ChildRun`; without
+    ``memory``, stop it at once: ``peak`` is then 0 and ``at_rest`` None)."""
     child = subprocess.Popen(
         [sys.executable, "-m", "bench.recovery", "--child"],
         env=env_for(settings),
@@ -222,8 +223,10 @@ def run_child(settings: Settings) -> ChildRun:
         if not line:
             raise RuntimeError(f"the processor exited ({child.wait()}) before its assignment")
         report: dict[str, float] = json.loads(line)
-        peak = largest_rss(child, SETTLE_S)
-        at_rest = largest_rss(child, SETTLE_S) if wait_at_rest(child) else None
+        peak, at_rest = 0.0, None
+        if memory:
+            peak = largest_rss(child, SETTLE_S)
+            at_rest = largest_rss(child, SETTLE_S) if wait_at_rest(child) else None
         child.send_signal(signal.SIGTERM)
         if child.wait(120) != 0:
             raise RuntimeError(f"the processor exited with {child.returncode}")
@@ -247,7 +250,7 @@ def measure(settings: Settings, size: Size, runs: int) -> None:
         size.restoring_rss_mib.append(first.restoring)
         if at_rest is not None:
             size.rest_rss_mib.append(at_rest)
-        again = run_child(settings).report
+        again = run_child(settings, memory=False).report
         size.restart_s.append(again["seconds"])
         size.restart_records.append(int(again["restored"]))
         if int(again["restored"]) != 0:

@@ -28,6 +28,15 @@ def test_targets_met_and_missed() -> None:
     assert missed.tables[0].rows[0][1] == "5.00 s (4.00 to 6.00)"
 
 
+def test_a_missed_rss_target_says_what_rss_grows_with_and_a_met_one_does_not() -> None:
+    def grows(section_notes: list[str]) -> list[str]:
+        return [n for n in section_notes if n.startswith("What RSS grows with: ")]
+
+    assert grows(section(sizes(110.0), 1000, [1000, 5000]).notes) == []
+    (note,) = grows(section(sizes(130.0), 1000, [1000, 5000]).notes)
+    assert "block cache" in note and "Tried and not adopted" in note
+
+
 def test_wrong_counts_fail_the_restore_target_and_say_so() -> None:
     measured = sizes(100.0)
     measured[0].wrong.append("run 0: restored 999 of 1000")
