@@ -39,6 +39,8 @@ from schemas.topics import DELIVERIES, RUNS, WORKFLOWS
 from streams.core.errors import Refusal
 from streams.core.intake import intake
 from streams.core.workflow import parse_workflow_file, revise, workflow_key
+from streams.kafka.clients import uncommitted_consumer
+from streams.kafka.offsets import watermarks
 from streams.kafka.topics import ensure_topics
 from streams.settings import Settings, load_settings
 
@@ -304,16 +306,10 @@ class OutcomeCounter:
 def _high_watermarks(settings: Settings, topic: str, partitions: Iterable[int]) -> dict[int, int]:
     """The end of each partition of ``topic``, records of unfinished transactions included (a
     read_committed consumer is told the last stable offset instead, which stops before them)."""
-    reader = Consumer(
-        settings.kafka_config(
-            **{"group.id": f"bench-ends-{uuid.uuid4().hex}", "isolation.level": "read_uncommitted"}
-        )
-    )
+    reader = uncommitted_consumer(settings, group_id=f"bench-ends-{uuid.uuid4().hex}")
+    deadline = time.monotonic() + 10
     try:
-        return {
-            p: reader.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
-            for p in partitions
-        }
+        return {p: watermarks(reader, TopicPartition(topic, p), deadline)[1] for p in partitions}
     finally:
         reader.close()
 

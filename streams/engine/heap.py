@@ -26,6 +26,7 @@ those buffers happened to land rather than on the state it holds.
 from __future__ import annotations
 
 import ctypes
+import functools
 import logging
 import threading
 from collections.abc import Callable
@@ -40,6 +41,7 @@ _done = False
 _lock = threading.Lock()
 
 
+@functools.cache
 def _libc() -> ctypes.CDLL | None:
     try:
         return ctypes.CDLL("libc.so.6")
