@@ -28,6 +28,8 @@ class ProcessorFenced(StreamsError):
 
     The instance stops without writing anything more; this is the zombie protection working.
     Start it again only if no other instance with the same ``--instance-id`` is running.
+    (A transaction the broker aborted for outliving its timeout fences the producer too; the
+    processor renews its producer then instead of raising this.)
     """
 
 

@@ -24,6 +24,7 @@ class Counted(Protocol):
     events: int
     batches: int
     aborts: int
+    producers_renewed: int
     restored_records: int
 
 
@@ -31,7 +32,8 @@ def counts(stats: Counted, seconds: float) -> str:
     """The closing line of an instance: what it read, wrote and restored, and for how long."""
     return (
         f"records={stats.records} events={stats.events} batches={stats.batches} "
-        f"aborts={stats.aborts} restored={stats.restored_records} in {seconds:.1f} s"
+        f"aborts={stats.aborts} renewed={stats.producers_renewed} "
+        f"restored={stats.restored_records} in {seconds:.1f} s"
     )
 
 

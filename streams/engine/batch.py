@@ -110,6 +110,8 @@ class ProcessorStats:
     answers: int = 0
     batches: int = 0
     aborts: int = 0
+    producers_renewed: int = 0
+    """Producers replaced after the broker aborted a transaction that outlived its timeout."""
     dead_letters: int = 0
     isolated: int = 0
     restored_records: int = 0

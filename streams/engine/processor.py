@@ -45,7 +45,10 @@ after an abort often fails too while the producer bumps its epoch), and if it st
 every assigned partition is sought back to its committed offset so the batch is consumed
 and decided again. A seek that still fails, an abort librdkafka refuses or a commit that
 never completes stops the instance (:class:`~streams.errors.TransactionUnresolved`); a fatal
-error or a fence stops it too. Nothing ever commits offsets past an undecided record.
+error or a fence stops it too, except the broker's own fence: a transaction that outlived its
+timeout (the process was stopped or starved) is aborted by the broker, which bumps the
+producer's epoch; the instance then replaces its producer (same transactional id) and rewinds
+as after a stale generation. Nothing ever commits offsets past an undecided record.
 
 Poison records: when a record can never be produced (``MSG_SIZE_TOO_LARGE``: an event or a
 state over ``message.max.bytes``), the transaction is aborted and the batch is decided again
@@ -73,7 +76,7 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import Generic, TypeVar
 
-from confluent_kafka import KafkaException, TopicPartition
+from confluent_kafka import KafkaException, Producer, TopicPartition
 
 from schemas.topics import DEAD_LETTERS
 from streams.clock import wall_clock_ms
@@ -111,6 +114,7 @@ class _Outcome(enum.Enum):
     COMMITTED = "committed"
     ABORTED = "aborted"
     STALE = "stale"  # aborted: this instance's group generation is stale
+    EXPIRED = "expired"  # the broker aborted it past its timeout; the producer was renewed
 
 
 class Processor(Generic[S, C, E]):
@@ -151,13 +155,12 @@ class Processor(Generic[S, C, E]):
         # interval (budget.py); consumption never happens while a transaction is open.
         self._rule = BatchBudget(self.commit_interval_s, min(_MIN_BATCH, batch_size), batch_size)
         self._budget = batch_size
-        self._deadline_s = transaction_timeout_ms / 1000 + _COMMIT_MARGIN_S
+        self._timeout_s = transaction_timeout_ms / 1000
+        self._deadline_s = self._timeout_s + _COMMIT_MARGIN_S
         group = f"{settings.topic_prefix}{app.name}"
         membership = {"group.instance.id": instance_id} if static_membership else {}
-        self._producer = transactional_producer(
-            settings,
-            transactional_id=f"{settings.topic_prefix}{app.name}-{instance_id}",
-            client_id=f"{app.name}-{instance_id}",
+        self._producer_tuning = {
+            "transaction.timeout.ms": transaction_timeout_ms,
             # A transaction's records wait for its commit (which flushes them at once,
             # linger or not) unless deciding outlasts the interval: one produce request per
             # partition per transaction. At 5 ms, a partition's records left in several
@@ -165,11 +168,9 @@ class Processor(Generic[S, C, E]):
             # broker's request threads were the largest CPU user on the webhook's path.
             # librdkafka wants linger below message.timeout.ms, which the transaction
             # timeout caps.
-            tuning={
-                "transaction.timeout.ms": transaction_timeout_ms,
-                "linger.ms": min(max(commit_interval_ms, 5), transaction_timeout_ms // 2),
-            },
-        )
+            "linger.ms": min(max(commit_interval_ms, 5), transaction_timeout_ms // 2),
+        }
+        self._producer = self._new_producer()
         self._consumer = read_committed_consumer(
             settings,
             group_id=group,
@@ -202,6 +203,14 @@ class Processor(Generic[S, C, E]):
             self.effects = EffectRunner(app, clock, self._failpoints, app.effect_threads)
 
     # -- lifecycle -------------------------------------------------------------------------
+
+    def _new_producer(self) -> Producer:
+        return transactional_producer(
+            self.settings,
+            transactional_id=f"{self.settings.topic_prefix}{self.app.name}-{self.instance_id}",
+            client_id=f"{self.app.name}-{self.instance_id}",
+            tuning=self._producer_tuning,
+        )
 
     def run(self) -> None:
         """Process until :meth:`stop` is called or a fatal error/fence raises."""
@@ -303,7 +312,7 @@ class Processor(Generic[S, C, E]):
             outcome = self._transact(items, now, adapt=adapt, counts=counts)
             if outcome is _Outcome.COMMITTED:
                 return True
-            if outcome is _Outcome.STALE:
+            if outcome in (_Outcome.STALE, _Outcome.EXPIRED):
                 # Every transaction fails until the rebalance that is coming, whose
                 # assignment positions the consumer anyway: a failed seek is harmless here.
                 try:
@@ -355,7 +364,7 @@ class Processor(Generic[S, C, E]):
                 self._failpoints.check("before_commit", self._decided_events())
             txn.commit(self._producer, deadline)
         except KafkaException as e:
-            return self._failed(e, deadline)
+            return self._failed(e, began, deadline)
         except txn.Unrecordable:
             self._held.discard()
             txn.abort(self._producer, deadline, self.who)
@@ -388,14 +397,25 @@ class Processor(Generic[S, C, E]):
     def _decided_events(self) -> list[object]:
         return [e for _, _, events in self._decider.produced or () for e in events]
 
-    def _failed(self, e: KafkaException, deadline: float) -> _Outcome:
+    def _failed(self, e: KafkaException, began: float, deadline: float) -> _Outcome:
         err = e.args[0]
         failure = txn.classify(err)
         self._held.discard()
+        # A fence is another producer with this transactional id, or the broker's own doing:
+        # it aborts a transaction older than its timeout and bumps the producer's epoch. Only
+        # a transaction this old can have met the second, so only then is it not a rival.
+        expired = time.monotonic() - began > self._timeout_s
+        if failure is txn.Failure.FENCED and expired:
+            return self._renew_producer(err.str(), began)
         if failure in (txn.Failure.FENCED, txn.Failure.FATAL):
             self._abort_quietly(deadline)
             raise txn.translate(e, self.who, "committing a batch") from e
-        txn.abort(self._producer, deadline, self.who)
+        try:
+            txn.abort(self._producer, deadline, self.who)
+        except ProcessorFenced as fenced:
+            if not expired:
+                raise
+            return self._renew_producer(str(fenced), began)
         self.stats.aborts += 1
         if failure is txn.Failure.UNRECORDABLE:
             raise txn.Unrecordable(txn.describe(err)) from e
@@ -404,6 +424,35 @@ class Processor(Generic[S, C, E]):
             return _Outcome.STALE
         log.warning("aborted the batch: %s", err.str())
         return _Outcome.ABORTED
+
+    def _renew_producer(self, reason: str, began: float) -> _Outcome:
+        """Replace the producer the broker fenced for outliving its transaction timeout.
+
+        The process was stopped or starved (SIGSTOP, a frozen VM, swap) while a transaction
+        was open: the broker has aborted it, so nothing of it is visible, and the buffered
+        state is already discarded. The fenced producer can do nothing more; a new one with
+        the same transactional id takes the next epoch, and the caller rewinds the consumer
+        (or the rebalance the lost group session brings repositions it).
+        """
+        log.warning(
+            "the transaction was open %.1f s, past its %.0f s timeout (was this process "
+            "stopped or starved?): the broker aborted it (%s); renewing the producer",
+            time.monotonic() - began,
+            self._timeout_s,
+            reason,
+        )
+        try:
+            self._producer.purge()  # what it still queues can never be written
+        except KafkaException as e:
+            log.debug("purging the fenced producer: %s", e.args[0].str())
+        self._producer = self._new_producer()
+        try:
+            self._producer.init_transactions(30)
+        except KafkaException as e:
+            raise txn.translate(e, self.who, "initialising transactions again") from e
+        self.stats.aborts += 1
+        self.stats.producers_renewed += 1
+        return _Outcome.EXPIRED
 
     def _isolate(self, items: Sequence[Input | Timer | Answer], now: int, reason: str) -> None:
         """Decide ``items`` in parts until the records that can never be produced stand alone,

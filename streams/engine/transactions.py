@@ -6,7 +6,9 @@ librdkafka marks every transactional error *retriable* (call the same API again:
 After a timed-out commit only a retried commit is allowed (an abort is refused while a commit
 is in progress), so a commit is resumed until it succeeds, needs an abort, or its deadline
 passes; then :class:`~streams.errors.TransactionUnresolved` stops the instance, and the
-restart with the same transactional id completes or aborts the transaction.
+restart with the same transactional id completes or aborts the transaction. Time the process
+spent stopped or starved does not use the deadline up: after such a pause a call is resumed
+for :data:`AFTER_PAUSE_S` more, long enough to hear how the broker resolved it.
 
 A record the broker or the client will never accept (too large, invalid) is *unrecordable*:
 the whole transaction is aborted as usual, and the processor isolates the input that made it
@@ -84,30 +86,58 @@ def describe(err: KafkaError) -> str:
     return f"{err.name()}: {err.str()}"
 
 
+PAUSED_S = 1.0
+"""A call or a back-off that ends this much later than it was given: the process was stopped
+or starved meanwhile (SIGSTOP, a frozen VM, swap), not waiting for the broker."""
+AFTER_PAUSE_S = 10.0
+"""How long a call is resumed after such a pause, however little of its deadline is left: the
+broker has an answer by then (done, or fenced because the transaction expired), and a call
+given the 0.1 s left of a deadline the pause used up would only time out again."""
+
+
 def _remaining(deadline: float) -> float:
     return max(0.1, deadline - time.monotonic())
 
 
 def _resume(call: Callable[[float], object], deadline: float, what: str) -> None:
     """Call ``call(timeout)`` until it succeeds; a retriable error resumes it until
-    ``deadline``, then :class:`TransactionUnresolved`. Any other error is raised."""
+    ``deadline`` (moved to :data:`AFTER_PAUSE_S` from the end of a pause, or from the start
+    when it has passed already, if that is later), then :class:`TransactionUnresolved`. Any
+    other error is raised."""
     backoff = 0.05
+    if time.monotonic() >= deadline:
+        # Only a process stopped or starved on its way here comes after its deadline.
+        deadline = time.monotonic() + AFTER_PAUSE_S
     while True:
+        given = _remaining(deadline)
+        started = time.monotonic()
         try:
-            call(_remaining(deadline))
+            call(given)
             return
         except KafkaException as e:
             err = e.args[0]
             if classify(err) is not Failure.RETRY:
                 raise
+            deadline = _after_pause(deadline, started, given)
             if time.monotonic() >= deadline:
                 raise TransactionUnresolved(
                     f"{what} did not complete in time (last: {err.str()}); this instance stops "
                     "so that nothing is skipped: restart it with the same --instance-id"
                 ) from e
             log.warning("%s: %s; resuming", what, err.str())
+            started = time.monotonic()
             time.sleep(backoff)
+            deadline = _after_pause(deadline, started, backoff)
             backoff = min(backoff * 2, 1.0)
+
+
+def _after_pause(deadline: float, started: float, given: float) -> float:
+    """``deadline``, or :data:`AFTER_PAUSE_S` from now if what began at ``started`` and was
+    given ``given`` seconds ended more than :data:`PAUSED_S` late."""
+    now = time.monotonic()
+    if now - started > given + PAUSED_S:
+        return max(deadline, now + AFTER_PAUSE_S)
+    return deadline
 
 
 def send_offsets(

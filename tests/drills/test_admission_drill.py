@@ -29,6 +29,7 @@ from schemas.events import BranchLaunched, RunAdmitted
 from streams.adapters.deliveries import DeliveryProducer
 from streams.settings import Settings
 from tests.support.admission import OUTCOMES, AdmissionHarness, candle, delivery_for
+from tests.support.drills import stopped
 from tests.support.history import cleanup
 from tests.support.kafka import read_topic, wait_until
 
@@ -39,18 +40,28 @@ SLOTS = 3
 
 
 class ProcessorProcess:
-    """``sluicegate processor`` as a child process we can SIGKILL."""
+    """``sluicegate processor`` as a child process we can SIGKILL, SIGSTOP and SIGCONT."""
 
-    def __init__(self, settings: Settings, instance_id: str, log_dir: Path) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        instance_id: str,
+        log_dir: Path,
+        env: dict[str, str] | None = None,
+    ) -> None:
         self.settings = settings
         self.instance_id = instance_id
         self.log_path = log_dir / f"{instance_id}.log"
         self.process: subprocess.Popen[bytes] | None = None
         self.kills = 0
+        self.env = env or {}
+        self.resumed_at = 0
+        """The log's size when the process was last resumed."""
 
     def start(self) -> None:
         env = dict(os.environ)
         env.update(
+            self.env,
             SLUICEGATE_TOPIC_PREFIX=self.settings.topic_prefix,
             SLUICEGATE_PARTITIONS=str(self.settings.partitions),
             SLUICEGATE_STATE_DIR=str(self.settings.state_dir),
@@ -76,6 +87,32 @@ class ProcessorProcess:
         self.process.send_signal(signal.SIGKILL)
         self.process.wait(30)
         self.kills += 1
+
+    def pause(self) -> None:
+        """SIGSTOP: the process keeps its sockets and its open transaction, and says nothing."""
+        assert self.process is not None
+        self.process.send_signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        assert self.process is not None
+        self.resumed_at = self.log_size()
+        self.process.send_signal(signal.SIGCONT)
+
+    def stopped(self) -> bool:
+        assert self.process is not None
+        return stopped(self.process.pid)
+
+    def log_size(self) -> int:
+        return self.log_path.stat().st_size
+
+    def log_mentions(self, text: str, after: int) -> bool:
+        """Whether the log holds ``text`` past its first ``after`` bytes."""
+        with self.log_path.open("rb") as log:
+            log.seek(after)
+            return text.encode() in log.read()
+
+    def alive(self) -> bool:
+        return self.process is not None and self.process.poll() is None
 
     def stop(self) -> None:
         if self.process is not None and self.process.poll() is None:
@@ -258,6 +295,58 @@ def test_a_second_instance_joins_and_one_leaves_mid_stream(
         assert verified.returncode == 0, verified.stdout + verified.stderr
     finally:
         cleanup(settings)
+
+
+def test_instances_stopped_with_sigstop_past_both_timeouts_resume_and_rejoin(
+    drill_harness: AdmissionHarness, tmp_path: Path
+) -> None:
+    """A stopped process (SIGSTOP: a debugger, a frozen VM, a swap storm) keeps its sockets
+    and its open transaction but stops heartbeating. After the 6 s session timeout the group
+    hands its partitions to the other instance; after the 10 s transaction timeout the broker
+    aborts what it had open and bumps its producer epoch. When it resumes it is a zombie:
+    nothing it decided may become visible, and it must find its way back on its own.
+
+    ``stop-1`` stops itself with its first admission's transaction open (a failpoint right
+    before the commit: its records and offsets are sent); ``stop-2`` is stopped from outside,
+    wherever it is. Each is resumed only once the other has taken everything over."""
+    bodies = plan(45_000, 0.25, seed=14)
+    stream = Stream(drill_harness, bodies, rate=1_000)
+    first = ProcessorProcess(
+        drill_harness.settings,
+        "stop-1",
+        tmp_path,
+        env={"SLUICEGATE_FAILPOINTS": "before_commit:RunAdmitted!stop"},
+    )
+    second = ProcessorProcess(drill_harness.settings, "stop-2", tmp_path)
+    first.start()
+    second.start()
+    stream.thread.start()
+    try:
+        wait_until(first.stopped, timeout_s=60)
+        since = second.log_size()
+        wait_until(lambda: second.log_mentions(TOOK_ALL, after=since), timeout_s=90)
+        first.resume()
+        wait_until(lambda: first.log_mentions("assigned [", after=first.resumed_at), 60)
+        since = first.log_size()
+        second.pause()
+        wait_until(lambda: first.log_mentions(TOOK_ALL, after=since), timeout_s=90)
+        second.resume()
+        wait_until(lambda: second.log_mentions("assigned [", after=second.resumed_at), 60)
+        assert stream.done.wait(120)
+        counts = verify(drill_harness, stream)
+        assert first.alive() and second.alive(), "a resumed instance exited instead of rejoining"
+        assert first.log_mentions("renewing the producer", after=0)
+    finally:
+        for p in (first, second):
+            if p.alive():
+                p.resume()
+        first.stop()
+        second.stop()
+    print(f"\ndrill SIGSTOP: {counts}", file=sys.stderr)
+    assert counts["runs_admitted"] == len(stream.keys)
+
+
+TOOK_ALL = "assigned [0, 1, 2, 3, 4, 5]"
 
 
 def test_admission_throughput_on_a_backlog(drill_harness: AdmissionHarness, tmp_path: Path) -> None:

@@ -182,14 +182,15 @@ class Scenario:
         """Wait until ``gateway`` stopped itself (SIGSTOP), run ``then``, SIGCONT it."""
         assert gateway.process is not None
         deadline = time.monotonic() + 60
-        while not _stopped(gateway.process.pid):
+        while not stopped(gateway.process.pid):
             assert time.monotonic() < deadline, f"{self.name}: the gateway never stopped"
             time.sleep(0.05)
         then()
         gateway.signal(18)  # SIGCONT
 
 
-def _stopped(pid: int) -> bool:
+def stopped(pid: int) -> bool:
+    """Whether process ``pid`` is stopped (state ``T`` in ``/proc/<pid>/stat``)."""
     try:
         with open(f"/proc/{pid}/stat") as stat:
             return stat.read().rpartition(")")[2].split()[0] == "T"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import time
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from confluent_kafka import (
     Consumer,
@@ -169,6 +169,12 @@ def wait_until_stable(settings: Settings, topics: set[str], timeout_s: float = 3
     ``commit_transaction`` returns once the coordinator has logged the decision; it writes the
     markers to the partitions a moment later, and until then a read_committed end offset
     stops before the transaction (a projector caught up "to the end" would stop short)."""
+    wait_until(stability(settings, topics), timeout_s, interval_s=0.02)
+
+
+def stability(settings: Settings, topics: set[str]) -> Callable[[], bool]:
+    """A check, to call as often as needed, of whether every partition of ``topics`` is
+    stable: no unresolved transaction, its last stable offset equal to its high watermark."""
     admin = admin_client(settings)
     described = admin.list_topics(timeout=10).topics
     latest = OffsetSpec.latest()  # type: ignore[no-untyped-call]
@@ -180,8 +186,4 @@ def wait_until_stable(settings: Settings, topics: set[str], timeout_s: float = 3
         found = admin.list_offsets(request, isolation_level=level, request_timeout=10)
         return {(tp.topic, tp.partition): int(f.result().offset) for tp, f in found.items()}
 
-    wait_until(
-        lambda: ends(IsolationLevel.READ_COMMITTED) == ends(IsolationLevel.READ_UNCOMMITTED),
-        timeout_s,
-        interval_s=0.02,
-    )
+    return lambda: ends(IsolationLevel.READ_COMMITTED) == ends(IsolationLevel.READ_UNCOMMITTED)

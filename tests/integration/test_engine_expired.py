@@ -1,0 +1,93 @@
+"""A transaction the broker aborted for outliving its timeout does not stop the processor.
+
+The processor's thread stalls inside a transaction, its first event already produced, for
+longer than the transaction timeout (what a SIGSTOP, a frozen VM or a swap storm does to a
+whole process). The broker aborts the transaction and bumps the producer's epoch, so when the
+thread goes on its producer is fenced. The processor renews its producer and decides the
+batch again: nothing of the aborted transaction is visible, every record is admitted exactly
+once, and the instance goes on admitting. (A young transaction fenced by a rival with the same
+transactional id still stops the processor: ``test_engine.py``.)
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+
+import pytest
+
+from streams.engine.processor import Processor
+from streams.settings import Settings
+from tests.support.engine_toy import (
+    Running,
+    ToyApp,
+    ToyProcessor,
+    ToyState,
+    admitted,
+    create_toy_topics,
+    produce_records,
+    record,
+)
+from tests.support.kafka import stability, unique_settings, wait_until
+
+pytestmark = pytest.mark.integration
+
+TIMEOUT_MS = 2000
+
+
+class StallingApp(ToyApp):
+    """Stalls the first time it encodes the state of ``key``: its event is produced then."""
+
+    def __init__(self, settings: Settings, key: str) -> None:
+        super().__init__(settings)
+        self.key = key
+        self.stalled = threading.Event()
+        self.go = threading.Event()
+
+    def encode_state(self, state: ToyState) -> bytes:
+        if not self.go.is_set() and any(i.startswith(f"id-{self.key}") for i in state.seen):
+            self.stalled.set()
+            self.go.wait()
+        return super().encode_state(state)
+
+
+@pytest.fixture()
+def settings() -> Iterator[Settings]:
+    chosen = unique_settings(partitions=1)
+    create_toy_topics(chosen, 1)
+    yield chosen
+
+
+def test_a_transaction_the_broker_expired_renews_the_producer(settings: Settings) -> None:
+    keys = [f"k{n}" for n in range(10)]
+    produce_records(settings, [record(k, f"id-{k}") for k in keys])
+    app = StallingApp(settings, "k4")
+    processor: ToyProcessor = Processor(
+        settings, app, instance_id="a", transaction_timeout_ms=TIMEOUT_MS
+    )
+    running = Running(processor)
+    stable = stability(settings, {settings.topic_named("out")})
+    try:
+        assert app.stalled.wait(60), "the processor never reached the stalled record"
+        # The stalled transaction holds records on the output (high watermark past the last
+        # stable offset) until the broker aborts it: a timeout plus its check interval later.
+        wait_until(lambda: not stable(), timeout_s=30)
+        wait_until(stable, timeout_s=60)
+        assert processor.stats.batches == 0
+        app.go.set()
+        wait_until(
+            lambda: processor.stats.records >= len(keys) or running.error is not None,
+            timeout_s=60,
+        )
+        assert running.error is None
+
+        more = [f"m{n}" for n in range(3)]
+        produce_records(settings, [record(k, f"id-{k}") for k in more])
+        wait_until(lambda: processor.stats.records >= len(keys) + len(more), timeout_s=60)
+        assert running.error is None
+        assert processor.stats.producers_renewed == 1
+        assert admitted(settings) == {f"id-{k}": 1 for k in keys + more}
+    finally:
+        app.go.set()
+        running.stop()
+    assert running.error is None
