@@ -50,10 +50,11 @@ class PartitionCountChanged(StreamsError):
 
 class TransactionUnresolved(StreamsError):
     """A transaction could neither be committed nor aborted in time (or a rewind after an
-    abort failed); the instance stops rather than risk skipping undecided records.
+    abort failed): its outcome is unknown.
 
-    Restart the instance with the same ``--instance-id``: initialising its transactions
-    aborts (or completes) the open one, and its state is restored from the changelog.
+    The processor starts over in place, as a restart with the same ``--instance-id`` would:
+    initialising its transactions (retried until the broker answers) aborts or completes the
+    open one, and its state is restored from the changelog.
     """
 
 

@@ -25,6 +25,7 @@ class Counted(Protocol):
     batches: int
     aborts: int
     producers_renewed: int
+    restarts: int
     restored_records: int
 
 
@@ -32,7 +33,7 @@ def counts(stats: Counted, seconds: float) -> str:
     """The closing line of an instance: what it read, wrote and restored, and for how long."""
     return (
         f"records={stats.records} events={stats.events} batches={stats.batches} "
-        f"aborts={stats.aborts} renewed={stats.producers_renewed} "
+        f"aborts={stats.aborts} renewed={stats.producers_renewed} restarts={stats.restarts} "
         f"restored={stats.restored_records} in {seconds:.1f} s"
     )
 

@@ -112,6 +112,8 @@ class ProcessorStats:
     aborts: int = 0
     producers_renewed: int = 0
     """Producers replaced after the broker aborted a transaction that outlived its timeout."""
+    restarts: int = 0
+    """Times the instance started over in place after a transaction's outcome was unknown."""
     dead_letters: int = 0
     isolated: int = 0
     restored_records: int = 0

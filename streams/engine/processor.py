@@ -44,11 +44,15 @@ the batch is decided again in place from the same state (a few times: the transa
 after an abort often fails too while the producer bumps its epoch), and if it still fails,
 every assigned partition is sought back to its committed offset so the batch is consumed
 and decided again. A seek that still fails, an abort librdkafka refuses or a commit that
-never completes stops the instance (:class:`~streams.errors.TransactionUnresolved`); a fatal
-error or a fence stops it too, except the broker's own fence: a transaction that outlived its
-timeout (the process was stopped or starved) is aborted by the broker, which bumps the
-producer's epoch; the instance then replaces its producer (same transactional id) and rewinds
-as after a stale generation. Nothing ever commits offsets past an undecided record.
+never completes (:class:`~streams.errors.TransactionUnresolved`: Kafka out of reach for
+longer than the transaction timeout, say) leaves the outcome unknown: the instance starts
+over in place, as a restart with the same id would (stores closed without checkpoints, the
+group left, a new producer initialised once the broker answers, the group joined again and
+every partition restored). A fatal error or a fence stops it, except the broker's own
+fence: a transaction that outlived its timeout (the process was stopped or starved) is
+aborted by the broker, which bumps the producer's epoch; the instance then replaces its
+producer (same transactional id) and rewinds as after a stale generation. Nothing ever
+commits offsets past an undecided record.
 
 Poison records: when a record can never be produced (``MSG_SIZE_TOO_LARGE``: an event or a
 state over ``message.max.bytes``), the transaction is aborted and the batch is decided again
@@ -67,6 +71,7 @@ what the store lacks. Lost partitions and an instance stopping on an error leave
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import logging
 import threading
@@ -76,7 +81,7 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import Generic, TypeVar
 
-from confluent_kafka import KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
 from schemas.topics import DEAD_LETTERS
 from streams.clock import wall_clock_ms
@@ -170,20 +175,17 @@ class Processor(Generic[S, C, E]):
             # timeout caps.
             "linger.ms": min(max(commit_interval_ms, 5), transaction_timeout_ms // 2),
         }
+        self._group = group
+        self._consumer_tuning: dict[str, object] = {
+            "auto.offset.reset": "earliest",
+            "partition.assignment.strategy": "range",
+            "session.timeout.ms": 6000,
+            "heartbeat.interval.ms": 1500,
+            "max.poll.interval.ms": 300_000,
+            **membership,
+        }
         self._producer = self._new_producer()
-        self._consumer = read_committed_consumer(
-            settings,
-            group_id=group,
-            client_id=f"{app.name}-{instance_id}",
-            tuning={
-                "auto.offset.reset": "earliest",
-                "partition.assignment.strategy": "range",
-                "session.timeout.ms": 6000,
-                "heartbeat.interval.ms": 1500,
-                "max.poll.interval.ms": 300_000,
-                **membership,
-            },
-        )
+        self._consumer = self._new_consumer()
         restorer = Restorer(
             settings,
             f"{group}-restore-{instance_id}",
@@ -212,22 +214,33 @@ class Processor(Generic[S, C, E]):
             tuning=self._producer_tuning,
         )
 
+    def _new_consumer(self) -> Consumer:
+        return read_committed_consumer(
+            self.settings,
+            group_id=self._group,
+            client_id=f"{self.app.name}-{self.instance_id}",
+            tuning=self._consumer_tuning,
+        )
+
     def run(self) -> None:
-        """Process until :meth:`stop` is called or a fatal error/fence raises."""
+        """Process until :meth:`stop` is called or a fatal error/fence raises.
+
+        Kafka out of reach for longer than a transaction can wait (its commit or abort cannot
+        complete: :class:`~streams.errors.TransactionUnresolved`) does not end it: it starts
+        over in place (:meth:`_start_over`) and goes on once the broker answers.
+        """
         try:
             self._producer.init_transactions(30)
         except KafkaException as e:
             raise txn.translate(e, self.who, "initialising transactions") from e
-        self._consumer.subscribe(
-            list(self.app.input_topics),
-            on_assign=lambda _, partitions: self._assigned(partitions),
-            on_revoke=lambda _, partitions: self._revoked(partitions),
-            on_lost=lambda _, partitions: self._revoked(partitions, lost=True),
-        )
+        self._subscribe()
         log.info("processor %s started", self.who)
         try:
             while not self.stop_event.is_set():
-                self.step()
+                try:
+                    self.step()
+                except TransactionUnresolved as e:
+                    self._start_over(e)
         except BaseException:
             self._held.checkpoints = False  # a transaction's outcome may be unknown
             raise
@@ -236,6 +249,53 @@ class Processor(Generic[S, C, E]):
 
     def stop(self) -> None:
         self.stop_event.set()
+
+    def _subscribe(self) -> None:
+        self._consumer.subscribe(
+            list(self.app.input_topics),
+            on_assign=lambda _, partitions: self._assigned(partitions),
+            on_revoke=lambda _, partitions: self._revoked(partitions),
+            on_lost=lambda _, partitions: self._revoked(partitions, lost=True),
+        )
+
+    def _start_over(self, unresolved: TransactionUnresolved) -> None:
+        """Do in place what a restart with the same ``--instance-id`` does after
+        ``unresolved``: the last transaction's outcome is unknown, so every store is closed
+        without a checkpoint (the changelog says what was committed), the group is left, a
+        new producer's ``init_transactions`` completes or aborts that transaction (retried
+        until the broker answers, or :meth:`stop`), and the group is joined again, whose
+        assignment restores each partition in full."""
+        log.warning("%s; starting over in place once Kafka answers", unresolved)
+        held = [TopicPartition(t, p) for p in self._held.stores for t in self.app.input_topics]
+        self._revoked(held, lost=True)  # every store closed, none leaves a checkpoint
+        self._held.checkpoints = False
+        try:
+            self._consumer.close()
+        except KafkaException as e:
+            log.debug("closing the consumer: %s", e.args[0].str())
+        self._held.checkpoints = True
+        self._consumer = self._new_consumer()
+        if self._renew_until_answered():
+            self._subscribe()
+            self.stats.restarts += 1
+
+    def _renew_until_answered(self) -> bool:
+        """A new producer with transactions initialised; ``False`` if :meth:`stop` came first."""
+        backoff = 1.0
+        while True:
+            with contextlib.suppress(KafkaException):
+                self._producer.purge()
+            self._producer = self._new_producer()
+            try:
+                self._producer.init_transactions(30)
+                return True
+            except KafkaException as e:
+                if txn.classify(e.args[0]) in (txn.Failure.FENCED, txn.Failure.FATAL):
+                    raise txn.translate(e, self.who, "initialising transactions") from e
+                log.warning("initialising transactions: %s; trying again", e.args[0].str())
+            if self.stop_event.wait(backoff):
+                return False
+            backoff = min(backoff * 2, 30.0)
 
     def _assigned(self, partitions: Sequence[TopicPartition]) -> None:
         held = set(self._held.stores)

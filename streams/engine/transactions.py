@@ -5,8 +5,9 @@ librdkafka marks every transactional error *retriable* (call the same API again:
 (``txn_requires_abort``: abort, then begin anew) or *fatal* (the producer is unusable).
 After a timed-out commit only a retried commit is allowed (an abort is refused while a commit
 is in progress), so a commit is resumed until it succeeds, needs an abort, or its deadline
-passes; then :class:`~streams.errors.TransactionUnresolved` stops the instance, and the
-restart with the same transactional id completes or aborts the transaction. Time the process
+passes; then :class:`~streams.errors.TransactionUnresolved`, and the processor starts over
+as a restart with the same transactional id would, whose initialisation completes or aborts
+the transaction. Time the process
 spent stopped or starved does not use the deadline up: after such a pause a call is resumed
 for :data:`AFTER_PAUSE_S` more, long enough to hear how the broker resolved it.
 
@@ -121,8 +122,7 @@ def _resume(call: Callable[[float], object], deadline: float, what: str) -> None
             deadline = _after_pause(deadline, started, given)
             if time.monotonic() >= deadline:
                 raise TransactionUnresolved(
-                    f"{what} did not complete in time (last: {err.str()}); this instance stops "
-                    "so that nothing is skipped: restart it with the same --instance-id"
+                    f"{what} did not complete in time (last: {err.str()}): its outcome is unknown"
                 ) from e
             log.warning("%s: %s; resuming", what, err.str())
             started = time.monotonic()
@@ -182,8 +182,7 @@ def abort(producer: Producer, deadline: float, who: str) -> None:
         if classify(e.args[0]) in (Failure.FENCED, Failure.FATAL):
             raise translate(e, who, "aborting the transaction") from e
         raise TransactionUnresolved(
-            f"the transaction could not be aborted ({e.args[0].str()}); this instance stops so "
-            "that nothing is skipped: restart it with the same --instance-id"
+            f"the transaction could not be aborted ({e.args[0].str()}): its outcome is unknown"
         ) from e
 
 

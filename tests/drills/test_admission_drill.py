@@ -349,6 +349,53 @@ def test_instances_stopped_with_sigstop_past_both_timeouts_resume_and_rejoin(
 TOOK_ALL = "assigned [0, 1, 2, 3, 4, 5]"
 
 
+def test_a_processor_rides_out_a_broker_restart(
+    drill_harness: AdmissionHarness, tmp_path: Path
+) -> None:
+    """The broker stops (an upgrade, a crash, a host reboot) while a commit is due, and stays
+    away for longer than the commit can wait: the transaction's outcome is unknown. The
+    processor starts over in place, as a restart with the same ``--instance-id`` would (a new
+    producer whose ``init_transactions``, retried until the broker answers, resolves that
+    transaction; the group joined again; state restored from the changelog); it does not exit.
+
+    The processor stops itself (a failpoint) with its first admission's records and offsets
+    sent and the commit not yet asked for; the broker goes down; the processor resumes into
+    the commit."""
+    bodies = plan(40_000, 0.25, seed=15)
+    stream = Stream(drill_harness, bodies, rate=1_000_000)  # a backlog, before the outage
+    stream.thread.start()
+    assert stream.done.wait(120)
+    processor = ProcessorProcess(
+        drill_harness.settings,
+        "outage-1",
+        tmp_path,
+        env={"SLUICEGATE_FAILPOINTS": "before_commit:RunAdmitted!stop"},
+    )
+    processor.start()
+    try:
+        wait_until(processor.stopped, timeout_s=60)
+        broker("down")
+        try:
+            processor.resume()
+            wait_until(lambda: processor.log_mentions("starting over", after=0), timeout_s=90)
+        finally:
+            broker("up")
+        counts = verify(drill_harness, stream)
+        assert processor.alive(), "the processor exited instead of waiting for the broker"
+    finally:
+        processor.resume()
+        processor.stop()
+    assert processor.log_mentions("restarts=1 ", after=0)
+    print(f"\ndrill broker restart: {counts}", file=sys.stderr)
+    assert counts["runs_admitted"] == len(stream.keys)
+
+
+def broker(command: str) -> None:
+    """``scripts/kafka/kafka.sh down|up``: the local broker, stopped or started again (its
+    data stays)."""
+    subprocess.run(["bash", str(ROOT / "scripts" / "kafka" / "kafka.sh"), command], check=True)
+
+
 def test_admission_throughput_on_a_backlog(drill_harness: AdmissionHarness, tmp_path: Path) -> None:
     """Reports deliveries/s for a 20,000-delivery backlog (25% duplicates); asserts only
     exactly-once, never speed (the machine is shared)."""
