@@ -184,6 +184,6 @@ class Assignment:
                     if not err.retriable() or attempt == _SEEK_ATTEMPTS - 1:
                         raise TransactionUnresolved(
                             f"cannot seek {topic}[{partition}] back to {offset} after an abort "
-                            f"({err.str()}): starting over is what skips no record"
+                            f"({err.str()})"
                         ) from e
                     time.sleep(0.05 * 2**attempt)

@@ -7,9 +7,9 @@ After a timed-out commit only a retried commit is allowed (an abort is refused w
 is in progress), so a commit is resumed until it succeeds, needs an abort, or its deadline
 passes; then :class:`~streams.errors.TransactionUnresolved`, and the processor starts over
 as a restart with the same transactional id would, whose initialisation completes or aborts
-the transaction. Time the process
-spent stopped or starved does not use the deadline up: after such a pause a call is resumed
-for :data:`AFTER_PAUSE_S` more, long enough to hear how the broker resolved it.
+the transaction. Time the process spent stopped or starved does not use the deadline up:
+after such a pause a call is resumed for :data:`AFTER_PAUSE_S` more, long enough to hear
+how the broker resolved it.
 
 A record the broker or the client will never accept (too large, invalid) is *unrecordable*:
 the whole transaction is aborted as usual, and the processor isolates the input that made it
