@@ -268,12 +268,10 @@ class Processor(Generic[S, C, E]):
         log.warning("%s; starting over in place once Kafka answers", unresolved)
         held = [TopicPartition(t, p) for p in self._held.stores for t in self.app.input_topics]
         self._revoked(held, lost=True)  # every store closed, none leaves a checkpoint
-        self._held.checkpoints = False
         try:
             self._consumer.close()
         except KafkaException as e:
             log.debug("closing the consumer: %s", e.args[0].str())
-        self._held.checkpoints = True
         self._consumer = self._new_consumer()
         if self._renew_until_answered():
             self._subscribe()
@@ -283,11 +281,8 @@ class Processor(Generic[S, C, E]):
         """A new producer with transactions initialised; ``False`` if :meth:`stop` came first."""
         backoff = 1.0
         while True:
-            with contextlib.suppress(KafkaException):
-                self._producer.purge()
-            self._producer = self._new_producer()
             try:
-                self._producer.init_transactions(30)
+                self._replace_producer()
                 return True
             except KafkaException as e:
                 if txn.classify(e.args[0]) in (txn.Failure.FENCED, txn.Failure.FATAL):
@@ -485,6 +480,16 @@ class Processor(Generic[S, C, E]):
         log.warning("aborted the batch: %s", err.str())
         return _Outcome.ABORTED
 
+    def _replace_producer(self) -> None:
+        """A new producer with this transactional id in place of the current one, which can
+        write nothing more (what it still queues is purged); its ``init_transactions``
+        completes or aborts whatever transaction the id has open. Raises its
+        ``KafkaException``."""
+        with contextlib.suppress(KafkaException):
+            self._producer.purge()
+        self._producer = self._new_producer()
+        self._producer.init_transactions(30)
+
     def _renew_producer(self, reason: str, began: float) -> _Outcome:
         """Replace the producer the broker fenced for outliving its transaction timeout.
 
@@ -502,12 +507,7 @@ class Processor(Generic[S, C, E]):
             reason,
         )
         try:
-            self._producer.purge()  # what it still queues can never be written
-        except KafkaException as e:
-            log.debug("purging the fenced producer: %s", e.args[0].str())
-        self._producer = self._new_producer()
-        try:
-            self._producer.init_transactions(30)
+            self._replace_producer()
         except KafkaException as e:
             raise txn.translate(e, self.who, "initialising transactions again") from e
         self.stats.aborts += 1
