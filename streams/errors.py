@@ -34,7 +34,21 @@ class ProcessorFenced(StreamsError):
 
 
 class StateRestoreError(StreamsError):
-    """A partition's state could not be restored from its changelog; processing must not start."""
+    """A partition's state could not be restored from its changelog; processing must not start.
+
+    Raised as itself for what waiting cannot cure (a changelog or input topic that does not
+    exist or may not be read): the instance stops, and the message says what to fix.
+    """
+
+
+class RestoreTimedOut(StateRestoreError):
+    """A restore did not finish within its bound (the transaction timeout + 30 s): Kafka was
+    out of reach, or a transaction on the partition's offsets or changelog stayed open.
+
+    Transient: the processor starts over in place and tries again (1 s, doubling to 30 s),
+    logging this each time. A partition that stays stuck keeps it trying, never processing
+    half a state; the message names the partition and the offset it could not pass.
+    """
 
 
 class PartitionCountChanged(StreamsError):

@@ -113,7 +113,8 @@ class ProcessorStats:
     producers_renewed: int = 0
     """Producers replaced after the broker aborted a transaction that outlived its timeout."""
     restarts: int = 0
-    """Times the instance started over in place after a transaction's outcome was unknown."""
+    """Times the instance started over in place: a transaction's outcome was unknown, or a
+    restore timed out."""
     dead_letters: int = 0
     isolated: int = 0
     restored_records: int = 0

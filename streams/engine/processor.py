@@ -48,11 +48,13 @@ never completes (:class:`~streams.errors.TransactionUnresolved`: Kafka out of re
 longer than the transaction timeout, say) leaves the outcome unknown: the instance starts
 over in place, as a restart with the same id would (stores closed without checkpoints, the
 group left, a new producer initialised once the broker answers, the group joined again and
-every partition restored). A fatal error or a fence stops it, except the broker's own
-fence: a transaction that outlived its timeout (the process was stopped or starved) is
-aborted by the broker, which bumps the producer's epoch; the instance then replaces its
-producer (same transactional id) and rewinds as after a stale generation. Nothing ever
-commits offsets past an undecided record.
+every partition restored). So does a restore that cannot finish within its bound
+(:class:`~streams.errors.RestoreTimedOut`), 1 s later and doubling while it keeps failing.
+A fatal error or a fence stops it, except the broker's own fence: a transaction that
+outlived its timeout (the process was stopped or starved) is aborted by the broker, which
+bumps the producer's epoch; the instance then replaces its producer (same transactional id;
+a replacement the broker does not answer starts over too) and rewinds as after a stale
+generation. Nothing ever commits offsets past an undecided record.
 
 Poison records: when a record can never be produced (``MSG_SIZE_TOO_LARGE``: an event or a
 state over ``message.max.bytes``), the transaction is aborted and the batch is decided again
@@ -94,7 +96,13 @@ from streams.engine.budget import BatchBudget, next_budget
 from streams.engine.deciding import Decider
 from streams.engine.effects import EffectRunner, is_effectful
 from streams.engine.restore import RESTORE_MARGIN_S, Restorer
-from streams.errors import FatalKafkaError, ProcessorFenced, TransactionUnresolved
+from streams.errors import (
+    FatalKafkaError,
+    ProcessorFenced,
+    RestoreTimedOut,
+    StreamsError,
+    TransactionUnresolved,
+)
 from streams.kafka.clients import read_committed_consumer, transactional_producer
 from streams.kafka.consuming import take
 from streams.settings import Settings
@@ -113,6 +121,10 @@ _ANY_PARTITION = -1
 IN_PLACE_ATTEMPTS = 5
 """An aborted batch is decided again in place this often (the first transaction after an
 abort often fails too, while the producer bumps its epoch) before it is rewound."""
+RESTORE_RETRY_S = (1.0, 30.0)
+"""After a restore that timed out, the processor starts over this long later: the first
+pause, doubled on each failure in a row up to the second (reset by an assignment that
+restores)."""
 
 
 class _Outcome(enum.Enum):
@@ -200,6 +212,7 @@ class Processor(Generic[S, C, E]):
         )
         self._decider = Decider(app, self._held.stores, settings.topic(DEAD_LETTERS), self._produce)
         self._failpoints = failpoints.from_env()
+        self._restore_retry_s = RESTORE_RETRY_S[0]
         self.effects: EffectRunner | None = None
         if is_effectful(app):
             self.effects = EffectRunner(app, clock, self._failpoints, app.effect_threads)
@@ -226,8 +239,11 @@ class Processor(Generic[S, C, E]):
         """Process until :meth:`stop` is called or a fatal error/fence raises.
 
         Kafka out of reach for longer than a transaction can wait (its commit or abort cannot
-        complete: :class:`~streams.errors.TransactionUnresolved`) does not end it: it starts
-        over in place (:meth:`_start_over`) and goes on once the broker answers.
+        complete: :class:`~streams.errors.TransactionUnresolved`) does not end it, nor does a
+        restore that cannot finish in time (:class:`~streams.errors.RestoreTimedOut`: the
+        broker away, or a transaction held open on the partition): it starts over in place
+        (:meth:`_start_over`), after a restore's failure a back-off later
+        (:data:`RESTORE_RETRY_S`), and goes on once the broker answers.
         """
         try:
             self._producer.init_transactions(30)
@@ -241,6 +257,10 @@ class Processor(Generic[S, C, E]):
                     self.step()
                 except TransactionUnresolved as e:
                     self._start_over(e)
+                except RestoreTimedOut as e:
+                    pause_s = self._restore_retry_s
+                    self._restore_retry_s = min(pause_s * 2, RESTORE_RETRY_S[1])
+                    self._start_over(e, pause_s=pause_s)
         except BaseException:
             self._held.checkpoints = False  # a transaction's outcome may be unknown
             raise
@@ -258,14 +278,16 @@ class Processor(Generic[S, C, E]):
             on_lost=lambda _, partitions: self._revoked(partitions, lost=True),
         )
 
-    def _start_over(self, unresolved: TransactionUnresolved) -> None:
-        """Do in place what a restart with the same ``--instance-id`` does after
-        ``unresolved``: the last transaction's outcome is unknown, so every store is closed
-        without a checkpoint (the changelog says what was committed), the group is left, a
-        new producer's ``init_transactions`` completes or aborts that transaction (retried
-        until the broker answers, or :meth:`stop`), and the group is joined again, whose
-        assignment restores each partition in full."""
-        log.warning("%s; starting over in place once Kafka answers", unresolved)
+    def _start_over(self, reason: StreamsError, pause_s: float = 0.0) -> None:
+        """Do in place what a restart with the same ``--instance-id`` does after ``reason``
+        (a transaction whose outcome is unknown, a restore that timed out): every store is
+        closed without a checkpoint (the changelog says what was committed), the group is
+        left, ``pause_s`` is waited, a new producer's ``init_transactions`` completes or
+        aborts any transaction left open (retried until the broker answers, or
+        :meth:`stop`), and the group is joined again, whose assignment restores each
+        partition in full."""
+        later = f"in {pause_s:.0f} s, " if pause_s else ""
+        log.warning("%s; starting over in place %sonce Kafka answers", reason, later)
         held = [TopicPartition(t, p) for p in self._held.stores for t in self.app.input_topics]
         self._revoked(held, lost=True)  # every store closed, none leaves a checkpoint
         try:
@@ -273,7 +295,7 @@ class Processor(Generic[S, C, E]):
         except KafkaException as e:
             log.debug("closing the consumer: %s", e.args[0].str())
         self._consumer = self._new_consumer()
-        if self._renew_until_answered():
+        if not self.stop_event.wait(pause_s) and self._renew_until_answered():
             self._subscribe()
             self.stats.restarts += 1
 
@@ -295,6 +317,7 @@ class Processor(Generic[S, C, E]):
     def _assigned(self, partitions: Sequence[TopicPartition]) -> None:
         held = set(self._held.stores)
         self._held.assign(self._consumer, partitions, self.stats)
+        self._restore_retry_s = RESTORE_RETRY_S[0]
         if self.effects is not None:
             self.effects.assigned({tp.partition for tp in partitions})
             for partition in sorted(set(self._held.stores) - held):
@@ -509,7 +532,12 @@ class Processor(Generic[S, C, E]):
         try:
             self._replace_producer()
         except KafkaException as e:
-            raise txn.translate(e, self.who, "initialising transactions again") from e
+            if txn.classify(e.args[0]) in (txn.Failure.FENCED, txn.Failure.FATAL):
+                raise txn.translate(e, self.who, "initialising transactions again") from e
+            # The broker went away meanwhile: starting over retries until it answers.
+            raise TransactionUnresolved(
+                f"initialising transactions again did not complete ({e.args[0].str()})"
+            ) from e
         self.stats.aborts += 1
         self.stats.producers_renewed += 1
         return _Outcome.EXPIRED

@@ -34,8 +34,10 @@ until 2026-12-03 by a benchmark changelog of one repeated state compressed 30-fo
 
 Steps 2 and 3 wait at most the transaction timeout plus a margin (the broker aborts an
 expired transaction on its next check, every 10 s by default); then
-:class:`~streams.errors.StateRestoreError` says which partition is stuck. The caller assigns
-the consumer at exactly the offsets of step 2.
+:class:`~streams.errors.RestoreTimedOut` says which partition is stuck, and the processor
+starts over and tries again. Errors that waiting cannot cure are
+:class:`~streams.errors.StateRestoreError` itself. The caller assigns the consumer at exactly
+the offsets of step 2.
 """
 
 from __future__ import annotations
@@ -61,7 +63,7 @@ from streams.engine import checkpoint
 from streams.engine.checkpoint import CheckpointError
 from streams.engine.heap import release_freed_memory
 from streams.engine.store import PARTITIONS_KEY, PartitionStore
-from streams.errors import PartitionCountChanged, StateRestoreError
+from streams.errors import PartitionCountChanged, RestoreTimedOut, StateRestoreError
 from streams.kafka.clients import admin_client, read_committed_consumer, uncommitted_consumer
 from streams.kafka.offsets import RETRY_PAUSE_S, transient, watermarks
 from streams.settings import Settings
@@ -139,8 +141,10 @@ class Restorer:
                     error = e.args[0]
                 if error is None:
                     break
-                if not transient(error) or time.monotonic() > deadline:
+                if not transient(error):
                     raise StateRestoreError(f"cannot read metadata of {topic}: {error.str()}")
+                if time.monotonic() > deadline:
+                    raise RestoreTimedOut(f"cannot read metadata of {topic}: {error.str()}")
                 time.sleep(RETRY_PAUSE_S)
             counts[topic] = len(metadata.partitions)
         return counts
@@ -164,10 +168,11 @@ class Restorer:
         while True:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
-                raise StateRestoreError(
-                    f"committed offsets of {_names(wanted)} stayed unstable for "
-                    f"{self.bound_s:.0f} s ({last}): a transaction of the previous owner is "
-                    "still open past the transaction timeout; check the broker"
+                raise RestoreTimedOut(
+                    f"committed offsets of {_names(wanted)} could not be read stable for "
+                    f"{self.bound_s:.0f} s ({last}): the broker is out of reach, or a "
+                    "transaction of the previous owner is still open past the transaction "
+                    "timeout; check the broker"
                 )
             try:
                 answer = consumer.committed(wanted, timeout=max(1.0, min(remaining, 10.0)))
@@ -195,7 +200,9 @@ class Restorer:
         try:
             return watermarks(self._ends, TopicPartition(topic, partition), deadline)
         except KafkaException as e:
-            raise StateRestoreError(f"{topic}[{partition}]: {e.args[0].str()}") from e
+            err = e.args[0]
+            failed = RestoreTimedOut if transient(err) else StateRestoreError
+            raise failed(f"{topic}[{partition}]: {err.str()}") from e
 
     # -- 3. the changelog to its true end --------------------------------------------------
 
@@ -364,10 +371,11 @@ class Restorer:
         while position < high:
             now = time.monotonic()
             if now > limit:
-                raise StateRestoreError(
+                raise RestoreTimedOut(
                     f"{topic}[{partition}] did not get past offset {position} to its end "
-                    f"{high} for {self.bound_s:.0f} s: a transaction there is still "
-                    "open past the transaction timeout; check the broker"
+                    f"{high} for {self.bound_s:.0f} s: the broker is out of reach, or a "
+                    "transaction there is still open past the transaction timeout; check "
+                    "the broker"
                 )
             before = position
             messages = self._reader.consume(RESTORE_BATCH, timeout=0.2)
@@ -396,11 +404,16 @@ class Restorer:
 
     @staticmethod
     def _end_of_partition(msg: Message, topic: str, partition: int) -> int:
-        """The position an end-of-partition event carries; any other error stops the restore."""
+        """The position an end-of-partition event carries (0 for an error that goes away by
+        itself, such as a broker out of reach: the read's bound decides how long to wait);
+        any other error stops the restore."""
         err = msg.error()
         assert err is not None
         if err.code() == KafkaError._PARTITION_EOF:
             return msg.offset() or 0
+        if transient(err):
+            log.debug("%s[%d]: %s; reading on", topic, partition, err.str())
+            return 0
         raise StateRestoreError(f"{topic}[{partition}]: {err.str()}")
 
 

@@ -15,6 +15,7 @@ import threading
 from collections.abc import Iterator
 
 import pytest
+from confluent_kafka import KafkaError, Producer
 
 from streams.engine.processor import Processor
 from streams.settings import Settings
@@ -28,6 +29,7 @@ from tests.support.engine_toy import (
     produce_records,
     record,
 )
+from tests.support.faults import Faulty, kafka_error
 from tests.support.kafka import stability, unique_settings, wait_until
 
 pytestmark = pytest.mark.integration
@@ -87,6 +89,50 @@ def test_a_transaction_the_broker_expired_renews_the_producer(settings: Settings
         assert running.error is None
         assert processor.stats.producers_renewed == 1
         assert admitted(settings) == {f"id-{k}": 1 for k in keys + more}
+    finally:
+        app.go.set()
+        running.stop()
+    assert running.error is None
+
+
+def test_a_renewal_the_broker_does_not_answer_starts_over(settings: Settings) -> None:
+    """The broker aborted the stalled transaction, and the new producer's
+    ``init_transactions`` then times out (the broker went away meanwhile): the processor
+    starts over in place, retrying until the broker answers, instead of stopping."""
+    keys = [f"k{n}" for n in range(10)]
+    produce_records(settings, [record(k, f"id-{k}") for k in keys])
+    app = StallingApp(settings, "k4")
+    processor: ToyProcessor = Processor(
+        settings, app, instance_id="a", transaction_timeout_ms=TIMEOUT_MS
+    )
+    renewals: list[Faulty] = []
+    new_producer = processor._new_producer
+
+    def unanswered_once() -> Producer:
+        producer = Faulty(new_producer())
+        if not renewals:
+            producer.plan(
+                "init_transactions", kafka_error(KafkaError._TIMED_OUT, "timed out", retriable=True)
+            )
+        renewals.append(producer)
+        return producer  # type: ignore[return-value]
+
+    processor._new_producer = unanswered_once  # type: ignore[method-assign]
+    running = Running(processor)
+    stable = stability(settings, {settings.topic_named("out")})
+    try:
+        assert app.stalled.wait(60), "the processor never reached the stalled record"
+        wait_until(lambda: not stable(), timeout_s=30)
+        wait_until(stable, timeout_s=60)
+        app.go.set()
+        wait_until(
+            lambda: processor.stats.records >= len(keys) or running.error is not None,
+            timeout_s=60,
+        )
+        assert running.error is None, f"the processor stopped: {running.error!r}"
+        assert renewals[0].injected, "the renewal's init_transactions was never called"
+        assert processor.stats.restarts == 1
+        assert admitted(settings) == {f"id-{k}": 1 for k in keys}
     finally:
         app.go.set()
         running.stop()

@@ -1,0 +1,77 @@
+"""A restore that cannot finish in time starts the processor over instead of stopping it.
+
+Another producer holds a transaction open on the changelog partition the processor takes
+over (a previous owner frozen mid-transaction, or a broker that has not aborted it yet): the
+restore cannot read past it, and gives up after its bound. The processor then starts over in
+place and tries again (1 s, doubling), as it does when the broker is out of reach; once the
+transaction is resolved, the restore completes and every record is admitted exactly once.
+A restore error that waiting cannot cure (``PartitionCountChanged``) still stops it:
+``test_partition_count.py``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from confluent_kafka import Producer
+
+from streams.engine import processor as processor_module
+from streams.engine.processor import Processor
+from streams.settings import Settings
+from tests.support.engine_toy import (
+    Running,
+    ToyApp,
+    ToyProcessor,
+    admitted,
+    create_toy_topics,
+    produce_records,
+    record,
+)
+from tests.support.kafka import unique_settings, wait_until
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture()
+def settings() -> Iterator[Settings]:
+    chosen = unique_settings(partitions=1)
+    create_toy_topics(chosen, 1)
+    yield chosen
+
+
+def test_a_restore_held_back_past_its_bound_starts_over(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    keys = [f"k{n}" for n in range(10)]
+    produce_records(settings, [record(k, f"id-{k}") for k in keys])
+    holder = Producer(
+        settings.producer_config(
+            **{"transactional.id": f"{settings.topic_prefix}holder"},
+            **{"transaction.timeout.ms": 120_000},
+        )
+    )
+    holder.init_transactions(30)
+    holder.begin_transaction()
+    holder.produce(settings.topic_named("changelog"), key=b"held", value=b"open", partition=0)
+    holder.flush(30)
+    # The restore gives up after the transaction timeout plus this margin: 2 s + 1 s.
+    monkeypatch.setattr(processor_module, "RESTORE_MARGIN_S", 1.0)
+    processor: ToyProcessor = Processor(
+        settings, ToyApp(settings), instance_id="a", transaction_timeout_ms=2000
+    )
+    running = Running(processor)
+    try:
+        wait_until(lambda: processor.stats.restarts >= 2 or running.error is not None, timeout_s=60)
+        assert running.error is None, f"the processor stopped: {running.error!r}"
+        assert processor.stats.records == 0
+        holder.abort_transaction(30)
+        wait_until(
+            lambda: processor.stats.records >= len(keys) or running.error is not None,
+            timeout_s=60,
+        )
+        assert running.error is None
+        assert admitted(settings) == {f"id-{k}": 1 for k in keys}
+    finally:
+        running.stop()
+    assert running.error is None
