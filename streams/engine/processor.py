@@ -39,29 +39,21 @@ Failpoints (``failpoints.py``, off unless ``SLUICEGATE_FAILPOINTS`` is set) kill
 process at ``before_commit`` (step 5 done, 6 not), ``after_commit`` (6 done, 7 not) and
 around the perform of step 8.
 
-Errors (``transactions.py``): an abortable error aborts and discards the buffered state;
-the batch is decided again in place from the same state (a few times: the transaction right
-after an abort often fails too while the producer bumps its epoch), and if it still fails,
-every assigned partition is sought back to its committed offset so the batch is consumed
-and decided again. A seek that still fails, an abort librdkafka refuses or a commit that
-never completes (:class:`~streams.errors.TransactionUnresolved`: Kafka out of reach for
-longer than the transaction timeout, say) leaves the outcome unknown: the instance starts
-over in place, as a restart with the same id would (stores closed without checkpoints, the
-group left, a new producer initialised once the broker answers, the group joined again and
-every partition restored). So does a restore that cannot finish within its bound
-(:class:`~streams.errors.RestoreTimedOut`), 1 s later and doubling while it keeps failing.
-A fatal error or a fence stops it, except the broker's own fence: a transaction that
-outlived its timeout (the process was stopped or starved) is aborted by the broker, which
-bumps the producer's epoch; the instance then replaces its producer (same transactional id;
-a replacement the broker does not answer starts over too) and rewinds as after a stale
-generation. Nothing ever commits offsets past an undecided record.
+Errors and poison records (``transacting.py``): a transaction that failed is decided again
+in place, or rewound so that its records are consumed and decided again; nothing ever
+commits offsets past an undecided record. A record that can never be produced is isolated
+and given an explicit outcome of its own. A fence or a fatal error stops the instance,
+except the broker's own fence of a transaction that outlived its timeout (the process was
+stopped or starved), after which the producer is replaced and the batch rewound.
 
-Poison records: when a record can never be produced (``MSG_SIZE_TOO_LARGE``: an event or a
-state over ``message.max.bytes``), the transaction is aborted and the batch is decided again
-in parts (the first half, then the rest, halving on each failure) until a single record
-fails alone. That record gets its own transaction with an explicit outcome: a dead letter
-with the reason and its original bytes, plus the app's :meth:`StreamApp.undecidable` events
-(falling back to a dead letter without the bytes). The other records are decided normally.
+Starting over (:meth:`Processor._start_over`): what no batch can settle does not stop the
+instance. A transaction whose outcome is unknown (:class:`~streams.errors.TransactionUnresolved`:
+a commit or abort that cannot complete, Kafka out of reach for longer than the transaction
+timeout, say) and a restore that cannot finish within its bound
+(:class:`~streams.errors.RestoreTimedOut`; 1 s later, doubling while it keeps failing) make
+it do in place what a restart with the same id would: stores closed without checkpoints,
+the group left, a new producer initialised once the broker answers (``clients.py``), the
+group joined again and every partition restored.
 
 Assignment (``restore.py``): partition counts are checked, committed offsets are read stable,
 each partition's store is restored from its changelog to the true end, and the consumer is
@@ -73,17 +65,13 @@ what the store lacks. Lost partitions and an instance stopping on an error leave
 
 from __future__ import annotations
 
-import contextlib
-import enum
 import logging
 import threading
-import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future
 from pathlib import Path
 from typing import Generic, TypeVar
 
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import KafkaException, TopicPartition
 
 from schemas.topics import DEAD_LETTERS
 from streams.clock import wall_clock_ms
@@ -91,19 +79,12 @@ from streams.engine import failpoints
 from streams.engine import transactions as txn
 from streams.engine.app import StreamApp
 from streams.engine.assignment import Assignment
-from streams.engine.batch import Answer, Input, Isolated, Item, ProcessorStats, Timer, read
-from streams.engine.budget import BatchBudget, next_budget
-from streams.engine.deciding import Decider
+from streams.engine.batch import Answer, Input, ProcessorStats, Timer, read
+from streams.engine.clients import Clients
 from streams.engine.effects import EffectRunner, is_effectful
 from streams.engine.restore import RESTORE_MARGIN_S, Restorer
-from streams.errors import (
-    FatalKafkaError,
-    ProcessorFenced,
-    RestoreTimedOut,
-    StreamsError,
-    TransactionUnresolved,
-)
-from streams.kafka.clients import read_committed_consumer, transactional_producer
+from streams.engine.transacting import Transactor
+from streams.errors import RestoreTimedOut, StreamsError, TransactionUnresolved
 from streams.kafka.consuming import take
 from streams.settings import Settings
 
@@ -113,25 +94,10 @@ S = TypeVar("S")
 C = TypeVar("C")
 E = TypeVar("E")
 
-_MIN_BATCH = 20
-_COMMIT_MARGIN_S = 10.0
-"""A transaction's calls are retried up to its transaction timeout plus this margin."""
-_ANY_PARTITION = -1
-"""librdkafka's "unassigned partition": the partitioner picks one from the key."""
-IN_PLACE_ATTEMPTS = 5
-"""An aborted batch is decided again in place this often (the first transaction after an
-abort often fails too, while the producer bumps its epoch) before it is rewound."""
 RESTORE_RETRY_S = (1.0, 30.0)
 """After a restore that timed out, the processor starts over this long later: the first
 pause, doubled on each failure in a row up to the second (reset by an assignment that
 restores)."""
-
-
-class _Outcome(enum.Enum):
-    COMMITTED = "committed"
-    ABORTED = "aborted"
-    STALE = "stale"  # aborted: this instance's group generation is stale
-    EXPIRED = "expired"  # the broker aborted it past its timeout; the producer was renewed
 
 
 class Processor(Generic[S, C, E]):
@@ -168,36 +134,16 @@ class Processor(Generic[S, C, E]):
         self.timer_batch = timer_batch
         self.stop_event = stop or threading.Event()
         self.stats = ProcessorStats()
-        # Records per transaction: sized so that deciding a batch takes about one commit
-        # interval (budget.py); consumption never happens while a transaction is open.
-        self._rule = BatchBudget(self.commit_interval_s, min(_MIN_BATCH, batch_size), batch_size)
-        self._budget = batch_size
-        self._timeout_s = transaction_timeout_ms / 1000
-        self._deadline_s = self._timeout_s + _COMMIT_MARGIN_S
         group = f"{settings.topic_prefix}{app.name}"
-        membership = {"group.instance.id": instance_id} if static_membership else {}
-        self._producer_tuning = {
-            "transaction.timeout.ms": transaction_timeout_ms,
-            # A transaction's records wait for its commit (which flushes them at once,
-            # linger or not) unless deciding outlasts the interval: one produce request per
-            # partition per transaction. At 5 ms, a partition's records left in several
-            # requests: 54 requests per transaction at 1,000 posts/s instead of 37, and the
-            # broker's request threads were the largest CPU user on the webhook's path.
-            # librdkafka wants linger below message.timeout.ms, which the transaction
-            # timeout caps.
-            "linger.ms": min(max(commit_interval_ms, 5), transaction_timeout_ms // 2),
-        }
-        self._group = group
-        self._consumer_tuning: dict[str, object] = {
-            "auto.offset.reset": "earliest",
-            "partition.assignment.strategy": "range",
-            "session.timeout.ms": 6000,
-            "heartbeat.interval.ms": 1500,
-            "max.poll.interval.ms": 300_000,
-            **membership,
-        }
-        self._producer = self._new_producer()
-        self._consumer = self._new_consumer()
+        self._clients = Clients(
+            settings,
+            name=app.name,
+            instance_id=instance_id,
+            group=group,
+            transaction_timeout_ms=transaction_timeout_ms,
+            commit_interval_ms=commit_interval_ms,
+            static_membership=static_membership,
+        )
         restorer = Restorer(
             settings,
             f"{group}-restore-{instance_id}",
@@ -210,30 +156,26 @@ class Processor(Generic[S, C, E]):
             Path(settings.state_dir) / app.name / instance_id,
             self.who,
         )
-        self._decider = Decider(app, self._held.stores, settings.topic(DEAD_LETTERS), self._produce)
-        self._failpoints = failpoints.from_env()
-        self._restore_retry_s = RESTORE_RETRY_S[0]
+        armed = failpoints.from_env()
         self.effects: EffectRunner | None = None
         if is_effectful(app):
-            self.effects = EffectRunner(app, clock, self._failpoints, app.effect_threads)
+            self.effects = EffectRunner(app, clock, armed, app.effect_threads)
+        self._transactor = Transactor(
+            app,
+            self._clients,
+            self._held,
+            self.stats,
+            who=self.who,
+            dead_letters=settings.topic(DEAD_LETTERS),
+            batch_size=batch_size,
+            commit_interval_s=self.commit_interval_s,
+            transaction_timeout_ms=transaction_timeout_ms,
+            failpoints=armed,
+            effects=self.effects,
+        )
+        self._restore_retry_s = RESTORE_RETRY_S[0]
 
     # -- lifecycle -------------------------------------------------------------------------
-
-    def _new_producer(self) -> Producer:
-        return transactional_producer(
-            self.settings,
-            transactional_id=f"{self.settings.topic_prefix}{self.app.name}-{self.instance_id}",
-            client_id=f"{self.app.name}-{self.instance_id}",
-            tuning=self._producer_tuning,
-        )
-
-    def _new_consumer(self) -> Consumer:
-        return read_committed_consumer(
-            self.settings,
-            group_id=self._group,
-            client_id=f"{self.app.name}-{self.instance_id}",
-            tuning=self._consumer_tuning,
-        )
 
     def run(self) -> None:
         """Process until :meth:`stop` is called or a fatal error/fence raises.
@@ -246,7 +188,7 @@ class Processor(Generic[S, C, E]):
         (:data:`RESTORE_RETRY_S`), and goes on once the broker answers.
         """
         try:
-            self._producer.init_transactions(30)
+            self._clients.producer.init_transactions(30)
         except KafkaException as e:
             raise txn.translate(e, self.who, "initialising transactions") from e
         self._subscribe()
@@ -271,7 +213,7 @@ class Processor(Generic[S, C, E]):
         self.stop_event.set()
 
     def _subscribe(self) -> None:
-        self._consumer.subscribe(
+        self._clients.consumer.subscribe(
             list(self.app.input_topics),
             on_assign=lambda _, partitions: self._assigned(partitions),
             on_revoke=lambda _, partitions: self._revoked(partitions),
@@ -290,33 +232,15 @@ class Processor(Generic[S, C, E]):
         log.warning("%s; starting over in place %sonce Kafka answers", reason, later)
         held = [TopicPartition(t, p) for p in self._held.stores for t in self.app.input_topics]
         self._revoked(held, lost=True)  # every store closed, none leaves a checkpoint
-        try:
-            self._consumer.close()
-        except KafkaException as e:
-            log.debug("closing the consumer: %s", e.args[0].str())
-        self._consumer = self._new_consumer()
-        if not self.stop_event.wait(pause_s) and self._renew_until_answered():
+        self._clients.replace_consumer()
+        stop = self.stop_event
+        if not stop.wait(pause_s) and self._clients.replace_producer_once_answered(stop):
             self._subscribe()
             self.stats.restarts += 1
 
-    def _renew_until_answered(self) -> bool:
-        """A new producer with transactions initialised; ``False`` if :meth:`stop` came first."""
-        backoff = 1.0
-        while True:
-            try:
-                self._replace_producer()
-                return True
-            except KafkaException as e:
-                if txn.classify(e.args[0]) in (txn.Failure.FENCED, txn.Failure.FATAL):
-                    raise txn.translate(e, self.who, "initialising transactions") from e
-                log.warning("initialising transactions: %s; trying again", e.args[0].str())
-            if self.stop_event.wait(backoff):
-                return False
-            backoff = min(backoff * 2, 30.0)
-
     def _assigned(self, partitions: Sequence[TopicPartition]) -> None:
         held = set(self._held.stores)
-        self._held.assign(self._consumer, partitions, self.stats)
+        self._held.assign(self._clients.consumer, partitions, self.stats)
         self._restore_retry_s = RESTORE_RETRY_S[0]
         if self.effects is not None:
             self.effects.assigned({tp.partition for tp in partitions})
@@ -332,12 +256,12 @@ class Processor(Generic[S, C, E]):
         if self.effects is not None:
             self.effects.close()
         try:
-            self._consumer.close()
+            self._clients.consumer.close()
         finally:
             self._held.close()
             self._held.restorer.close()
             try:
-                self._producer.flush(5)
+                self._clients.producer.flush(5)
             except KafkaException as e:
                 # Already failed (e.g. fenced): the error that stopped us is the one to report.
                 log.debug("flush on close: %s", e.args[0].str())
@@ -349,9 +273,11 @@ class Processor(Generic[S, C, E]):
         """Consume one batch and commit it (or nothing, if there was nothing to do)."""
         # Something is due at once (a step a decision left due now, or an effect's answer):
         # take what has arrived and go on rather than wait a commit interval for more.
-        waiting = self._decider.hurry or (self.effects is not None and self.effects.pending())
-        self._decider.hurry = False
-        messages = take(self._consumer, self._budget, 0 if waiting else self.commit_interval_s)
+        batches = self._transactor
+        waiting = batches.decider.hurry or (self.effects is not None and self.effects.pending())
+        batches.decider.hurry = False
+        wait_s = 0 if waiting else self.commit_interval_s
+        messages = take(self._clients.consumer, batches.budget, wait_s)
         inputs = [i for i in (read(self.app, m, self._held.stores) for m in messages) if i]
         self.app.prepare([i.record for i in inputs if i.record is not None], self.clock())
         now = self.clock()
@@ -367,248 +293,10 @@ class Processor(Generic[S, C, E]):
             return
         counts = self._held.count_check() if inputs else None
         try:
-            decided = self._decide(items, now, adapt=True, counts=counts)
+            decided = batches.decide(items, now, adapt=True, counts=counts)
             if not decided and self.effects is not None:
                 self.effects.requeue(answers)
         except txn.Unrecordable as e:
             if counts is not None:
                 self._held.verify_counts(counts)
-            self._isolate(items, now, str(e))
-
-    def _decide(
-        self,
-        items: Sequence[Item],
-        now: int,
-        *,
-        adapt: bool = False,
-        counts: Future[dict[str, int]] | None = None,
-    ) -> bool:
-        """Commit ``items`` in one transaction, deciding them again in place if it aborted;
-        ``False`` if it still failed (the consumer was then rewound to the committed offsets,
-        so they are consumed and decided again)."""
-        for attempt in range(IN_PLACE_ATTEMPTS):
-            outcome = self._transact(items, now, adapt=adapt, counts=counts)
-            if outcome is _Outcome.COMMITTED:
-                return True
-            if outcome in (_Outcome.STALE, _Outcome.EXPIRED):
-                # Every transaction fails until the rebalance that is coming, whose
-                # assignment positions the consumer anyway: a failed seek is harmless here.
-                try:
-                    self._held.rewind(self._consumer)
-                except TransactionUnresolved as e:
-                    log.warning("%s (the coming rebalance repositions it)", e)
-                return False
-            time.sleep(0.1 * 2**attempt)
-        self._held.rewind(self._consumer)
-        return False
-
-    def _transact(
-        self,
-        items: Sequence[Item],
-        now: int,
-        *,
-        adapt: bool,
-        counts: Future[dict[str, int]] | None,
-    ) -> _Outcome:
-        """Decide ``items`` in one transaction; with ``counts``, verified before the commit.
-
-        Raises :class:`~streams.engine.transactions.Unrecordable` (already aborted) when a
-        record of it can never be produced.
-        """
-        began = time.monotonic()
-        deadline = began + self._deadline_s
-        try:
-            self._producer.begin_transaction()
-        except KafkaException as e:
-            raise txn.translate(e, self.who, "beginning a transaction") from e
-        collect = self.effects is not None or bool(self._failpoints)
-        self._decider.produced = [] if collect else None
-        try:
-            events = sum(self._decider.apply(item, now) for item in items)
-            self._held.record_partition_count()
-            for partition, store in self._held.stores.items():
-                for store_key, value in store.pending().items():
-                    self._produce(self.app.changelog_topic, store_key, value, partition)
-            worked = time.monotonic()
-            offsets = self._held.offsets_after(items)
-            positions = [TopicPartition(t, p, o) for (t, p), o in offsets.items()]
-            metadata = self._consumer.consumer_group_metadata()
-            txn.send_offsets(self._producer, positions, metadata, deadline)
-            if counts is not None:
-                self._held.verify_counts(counts)
-            if self._failpoints:
-                # The point promises the records were sent; linger may still hold some.
-                self._producer.flush(max(deadline - time.monotonic(), 0.0))
-                self._failpoints.check("before_commit", self._decided_events())
-            txn.commit(self._producer, deadline)
-        except KafkaException as e:
-            return self._failed(e, began, deadline)
-        except txn.Unrecordable:
-            self._held.discard()
-            txn.abort(self._producer, deadline, self.who)
-            self.stats.aborts += 1
-            raise
-        except TransactionUnresolved:
-            self._held.discard()
-            raise
-        except BaseException:
-            # A bug in decide/evolve or a codec error: nothing of this batch may leave.
-            self._held.discard()
-            self._abort_quietly(deadline)
-            raise
-        self._held.committed(offsets)
-        if self._failpoints:
-            self._failpoints.check("after_commit", self._decided_events())
-        if self.effects is not None and self._decider.produced:
-            self.effects.submit(self._decider.produced)
-        if adapt:
-            self._budget = next_budget(
-                self._rule,
-                current=self._budget,
-                handled=len(items),
-                work_s=worked - began,
-                commit_s=time.monotonic() - worked,
-            )
-        self.stats.count(items, events)
-        return _Outcome.COMMITTED
-
-    def _decided_events(self) -> list[object]:
-        return [e for _, _, events in self._decider.produced or () for e in events]
-
-    def _failed(self, e: KafkaException, began: float, deadline: float) -> _Outcome:
-        err = e.args[0]
-        failure = txn.classify(err)
-        self._held.discard()
-        # A fence is another producer with this transactional id, or the broker's own doing:
-        # it aborts a transaction older than its timeout and bumps the producer's epoch. Only
-        # a transaction this old can have met the second, so only then is it not a rival.
-        expired = time.monotonic() - began > self._timeout_s
-        if failure is txn.Failure.FENCED and expired:
-            return self._renew_producer(err.str(), began)
-        if failure in (txn.Failure.FENCED, txn.Failure.FATAL):
-            self._abort_quietly(deadline)
-            raise txn.translate(e, self.who, "committing a batch") from e
-        try:
-            txn.abort(self._producer, deadline, self.who)
-        except ProcessorFenced as fenced:
-            if not expired:
-                raise
-            return self._renew_producer(str(fenced), began)
-        self.stats.aborts += 1
-        if failure is txn.Failure.UNRECORDABLE:
-            raise txn.Unrecordable(txn.describe(err)) from e
-        if err.code() in txn.STALE_GENERATION_CODES:
-            log.warning("aborted: this instance's group generation is stale (%s)", err.str())
-            return _Outcome.STALE
-        log.warning("aborted the batch: %s", err.str())
-        return _Outcome.ABORTED
-
-    def _replace_producer(self) -> None:
-        """A new producer with this transactional id in place of the current one, which can
-        write nothing more (what it still queues is purged); its ``init_transactions``
-        completes or aborts whatever transaction the id has open. Raises its
-        ``KafkaException``."""
-        with contextlib.suppress(KafkaException):
-            self._producer.purge()
-        self._producer = self._new_producer()
-        self._producer.init_transactions(30)
-
-    def _renew_producer(self, reason: str, began: float) -> _Outcome:
-        """Replace the producer the broker fenced for outliving its transaction timeout.
-
-        The process was stopped or starved (SIGSTOP, a frozen VM, swap) while a transaction
-        was open: the broker has aborted it, so nothing of it is visible, and the buffered
-        state is already discarded. The fenced producer can do nothing more; a new one with
-        the same transactional id takes the next epoch, and the caller rewinds the consumer
-        (or the rebalance the lost group session brings repositions it).
-        """
-        log.warning(
-            "the transaction was open %.1f s, past its %.0f s timeout (was this process "
-            "stopped or starved?): the broker aborted it (%s); renewing the producer",
-            time.monotonic() - began,
-            self._timeout_s,
-            reason,
-        )
-        try:
-            self._replace_producer()
-        except KafkaException as e:
-            if txn.classify(e.args[0]) in (txn.Failure.FENCED, txn.Failure.FATAL):
-                raise txn.translate(e, self.who, "initialising transactions again") from e
-            # The broker went away meanwhile: starting over retries until it answers.
-            raise TransactionUnresolved(
-                f"initialising transactions again did not complete ({e.args[0].str()})"
-            ) from e
-        self.stats.aborts += 1
-        self.stats.producers_renewed += 1
-        return _Outcome.EXPIRED
-
-    def _isolate(self, items: Sequence[Input | Timer | Answer], now: int, reason: str) -> None:
-        """Decide ``items`` in parts until the records that can never be produced stand alone,
-        and give each of those an explicit outcome of its own."""
-        log.warning(
-            "a batch of %d cannot be recorded (%s); isolating the record", len(items), reason
-        )
-        queue = list(items)
-        size = len(queue) // 2 or 1
-        while queue:
-            part = queue[:size]
-            try:
-                if not self._decide(part, now):
-                    return  # rewound: the rest is consumed (and isolated) again
-            except txn.Unrecordable as e:
-                if size > 1:
-                    size //= 2
-                    continue
-                self._record_unrecordable(part[0], now, str(e))
-                queue = queue[1:]
-                size = len(queue)
-                continue
-            queue = queue[size:]
-            size = len(queue)
-
-    def _record_unrecordable(self, item: Input | Timer | Answer, now: int, reason: str) -> None:
-        for bare in (False, True):
-            try:
-                if self._decide([Isolated(item, reason, bare)], now):
-                    log.error("isolated %s: %s", item.origin(), reason)
-                return
-            except txn.Unrecordable as e:
-                reason = f"{reason}; its outcome too: {e}"
-        # Not even a dead letter without the bytes could be written: skip it, loudly.
-        log.error("%s could not be recorded at all (%s); skipped", item.origin(), reason)
-        self._decide([Isolated(item, reason, bare=True, silent=True)], now)
-
-    # -- producing -------------------------------------------------------------------------
-
-    def _produce(
-        self,
-        topic: str,
-        key: str,
-        value: bytes | None,
-        partition: int | None,
-        headers: list[tuple[str, bytes]] | None = None,
-    ) -> None:
-        encoded = key.encode()
-        chosen = _ANY_PARTITION if partition is None else partition
-        while True:
-            try:
-                # Positional: this runs for every event and changelog record.
-                if headers:
-                    self._producer.produce(topic, value, encoded, chosen, headers=list(headers))
-                else:
-                    self._producer.produce(topic, value, encoded, chosen)
-                return
-            except BufferError:
-                self._producer.poll(0.05)
-            except KafkaException as e:
-                if txn.classify(e.args[0]) is txn.Failure.UNRECORDABLE:
-                    raise txn.Unrecordable(f"{txn.describe(e.args[0])} ({topic})") from e
-                raise
-
-    # -- errors ----------------------------------------------------------------------------
-
-    def _abort_quietly(self, deadline: float) -> None:
-        try:
-            txn.abort(self._producer, deadline, self.who)
-        except (KafkaException, TransactionUnresolved, ProcessorFenced, FatalKafkaError) as e:
-            log.debug("abort after a failure: %s", e)
+            batches.isolate(items, now, str(e))

@@ -95,8 +95,8 @@ def test_effects_run_once_after_the_commit_and_never_on_restore(
     keys = [f"k{n}" for n in range(6)]
     produce_records(settings, [record(k, f"id-{k}") for k in keys])
     processor: Processor[Any, Any, Any] = Processor(settings, app, instance_id="a")
-    producer = Faulty(processor._producer)
-    processor._producer = producer  # type: ignore[assignment]
+    producer = Faulty(processor._clients.producer)
+    processor._clients.producer = producer  # type: ignore[assignment]
     aborted = kafka_error(
         KafkaError._MSG_TIMED_OUT, "injected: the commit failed", txn_requires_abort=True
     )

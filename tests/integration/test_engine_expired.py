@@ -106,7 +106,7 @@ def test_a_renewal_the_broker_does_not_answer_starts_over(settings: Settings) ->
         settings, app, instance_id="a", transaction_timeout_ms=TIMEOUT_MS
     )
     renewals: list[Faulty] = []
-    new_producer = processor._new_producer
+    new_producer = processor._clients.new_producer
 
     def unanswered_once() -> Producer:
         producer = Faulty(new_producer())
@@ -117,7 +117,7 @@ def test_a_renewal_the_broker_does_not_answer_starts_over(settings: Settings) ->
         renewals.append(producer)
         return producer  # type: ignore[return-value]
 
-    processor._new_producer = unanswered_once  # type: ignore[method-assign]
+    processor._clients.new_producer = unanswered_once  # type: ignore[method-assign]
     running = Running(processor)
     stable = stability(settings, {settings.topic_named("out")})
     try:

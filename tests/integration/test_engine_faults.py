@@ -15,7 +15,8 @@ from typing import Any
 import pytest
 from confluent_kafka import KafkaError, KafkaException
 
-from streams.engine.processor import IN_PLACE_ATTEMPTS, Processor
+from streams.engine.processor import Processor
+from streams.engine.transacting import IN_PLACE_ATTEMPTS
 from streams.settings import Settings
 from tests.support.engine_toy import (
     Running,
@@ -43,9 +44,9 @@ def toy() -> Iterator[tuple[Settings, ToyApp]]:
 
 def faulty(processor: ToyProcessor) -> tuple[Faulty, Faulty]:
     """Wrap the processor's real producer and consumer (before ``run``)."""
-    producer, consumer = Faulty(processor._producer), Faulty(processor._consumer)
-    processor._producer = producer  # type: ignore[assignment]
-    processor._consumer = consumer  # type: ignore[assignment]
+    producer, consumer = Faulty(processor._clients.producer), Faulty(processor._clients.consumer)
+    processor._clients.producer = producer  # type: ignore[assignment]
+    processor._clients.consumer = consumer  # type: ignore[assignment]
     return producer, consumer
 
 
