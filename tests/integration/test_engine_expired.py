@@ -53,6 +53,16 @@ class StallingApp(ToyApp):
         return super().encode_state(state)
 
 
+def stall_until_the_broker_aborts(settings: Settings, app: StallingApp) -> None:
+    """Wait until ``app`` stalls inside its transaction and the broker has aborted it."""
+    stable = stability(settings, {settings.topic_named("out")})
+    assert app.stalled.wait(60), "the processor never reached the stalled record"
+    # The stalled transaction holds records on the output (high watermark past the last
+    # stable offset) until the broker aborts it: a timeout plus its check interval later.
+    wait_until(lambda: not stable(), timeout_s=30)
+    wait_until(stable, timeout_s=60)
+
+
 @pytest.fixture()
 def settings() -> Iterator[Settings]:
     chosen = unique_settings(partitions=1)
@@ -68,13 +78,8 @@ def test_a_transaction_the_broker_expired_renews_the_producer(settings: Settings
         settings, app, instance_id="a", transaction_timeout_ms=TIMEOUT_MS
     )
     running = Running(processor)
-    stable = stability(settings, {settings.topic_named("out")})
     try:
-        assert app.stalled.wait(60), "the processor never reached the stalled record"
-        # The stalled transaction holds records on the output (high watermark past the last
-        # stable offset) until the broker aborts it: a timeout plus its check interval later.
-        wait_until(lambda: not stable(), timeout_s=30)
-        wait_until(stable, timeout_s=60)
+        stall_until_the_broker_aborts(settings, app)
         assert processor.stats.batches == 0
         app.go.set()
         wait_until(
@@ -119,11 +124,8 @@ def test_a_renewal_the_broker_does_not_answer_starts_over(settings: Settings) ->
 
     processor._clients.new_producer = unanswered_once  # type: ignore[method-assign]
     running = Running(processor)
-    stable = stability(settings, {settings.topic_named("out")})
     try:
-        assert app.stalled.wait(60), "the processor never reached the stalled record"
-        wait_until(lambda: not stable(), timeout_s=30)
-        wait_until(stable, timeout_s=60)
+        stall_until_the_broker_aborts(settings, app)
         app.go.set()
         wait_until(
             lambda: processor.stats.records >= len(keys) or running.error is not None,
