@@ -17,6 +17,7 @@ import threading
 from confluent_kafka import Consumer, KafkaException, Producer
 
 from streams.engine import transactions as txn
+from streams.errors import KafkaUnavailable
 from streams.kafka.clients import read_committed_consumer, transactional_producer
 from streams.settings import Settings
 
@@ -89,26 +90,31 @@ class Clients:
     def replace_producer(self) -> None:
         """A new producer with this transactional id in place of the current one, which can
         write nothing more (what it still queues is purged); its ``init_transactions``
-        completes or aborts whatever transaction the id has open. Raises its
-        ``KafkaException``."""
+        completes or aborts whatever transaction the id has open.
+
+        Raises :class:`~streams.errors.KafkaUnavailable` when the broker did not answer (try
+        again later), :class:`~streams.errors.ProcessorFenced` or
+        :class:`~streams.errors.FatalKafkaError` when no retry can help.
+        """
         with contextlib.suppress(KafkaException):
             self.producer.purge()
         self.producer = self.new_producer()
-        self.producer.init_transactions(30)
+        try:
+            self.producer.init_transactions(30)
+        except KafkaException as e:
+            raise txn.translate(e, self._who, "initialising transactions") from e
 
     def replace_producer_once_answered(self, stop: threading.Event) -> bool:
         """:meth:`replace_producer`, tried again (:data:`RENEW_RETRY_S`) until the broker
         answers; ``False`` if ``stop`` was set first. A fence or a fatal error is raised
-        translated (another live instance has this id, or the client cannot go on)."""
+        (another live instance has this id, or the client cannot go on)."""
         pause_s = RENEW_RETRY_S[0]
         while True:
             try:
                 self.replace_producer()
                 return True
-            except KafkaException as e:
-                if txn.classify(e.args[0]) in (txn.Failure.FENCED, txn.Failure.FATAL):
-                    raise txn.translate(e, self._who, "initialising transactions") from e
-                log.warning("initialising transactions: %s; trying again", e.args[0].str())
+            except KafkaUnavailable as e:
+                log.warning("%s; trying again", e)
             if stop.wait(pause_s):
                 return False
             pause_s = min(pause_s * 2, RENEW_RETRY_S[1])

@@ -43,7 +43,12 @@ from streams.engine.clients import Clients
 from streams.engine.deciding import Decider
 from streams.engine.effects import EffectRunner
 from streams.engine.failpoints import Failpoints
-from streams.errors import FatalKafkaError, ProcessorFenced, TransactionUnresolved
+from streams.errors import (
+    FatalKafkaError,
+    KafkaUnavailable,
+    ProcessorFenced,
+    TransactionUnresolved,
+)
 
 log = logging.getLogger("sluicegate.processor")
 
@@ -248,13 +253,9 @@ class Transactor(Generic[S, C, E]):
         )
         try:
             self._clients.replace_producer()
-        except KafkaException as e:
-            if txn.classify(e.args[0]) in (txn.Failure.FENCED, txn.Failure.FATAL):
-                raise txn.translate(e, self.who, "initialising transactions again") from e
+        except KafkaUnavailable as e:
             # The broker went away meanwhile: starting over retries until it answers.
-            raise TransactionUnresolved(
-                f"initialising transactions again did not complete ({e.args[0].str()})"
-            ) from e
+            raise TransactionUnresolved(f"renewing the producer: {e}") from e
         self.stats.aborts += 1
         self.stats.producers_renewed += 1
         return _Outcome.EXPIRED
