@@ -295,13 +295,19 @@ def load_note(run: int) -> str:
 
 
 def attempt(results: Results, name: str, deliveries: int, measure: object) -> None:
-    """Run ``measure()`` (seconds), record its rate or why it failed."""
+    """Run ``measure()`` (seconds), record its rate or why it failed; print what the run
+    took in all (setup and count checks included), which is what the section's length is
+    made of."""
+    started = time.monotonic()
     try:
         seconds = measure()  # type: ignore[operator]
     except (CountsWrong, TimeoutError, RuntimeError, psycopg.Error) as e:
         results.fail(name, f"{type(e).__name__}: {e}")
         return
-    results.add(name, deliveries, float(seconds))
+    else:
+        results.add(name, deliveries, float(seconds))
+    finally:
+        print(f"  {name}: the run took {time.monotonic() - started:.1f} s in all", flush=True)
 
 
 PROFILE_NOTE = "What limits one instance"

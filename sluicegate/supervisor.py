@@ -13,6 +13,10 @@ within 0.2 s of a child starting or exiting, and removed when serve stops. It is
 script signals one component (``kill -9 "$(awk '$1 == "processor" {print $2}' FILE)"``)
 without matching process names, which could hit any process on the machine. A file that
 names a live serve refuses a second one.
+
+The children do not inherit ``SLUICEGATE_HEALTH``: it names one address, and the processor,
+the gate and the gateway would each try to bind it (the second and third failing, restarted
+forever). Run an engine instance on its own (``sluicegate processor --health ...``) to probe it.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -42,6 +47,16 @@ VENUE = "venue"
 def components_for(gateway: GatewaySettings) -> list[str]:
     """What ``serve`` runs: :data:`COMPONENTS`, after the paper venue when it is local."""
     return ([VENUE] if gateway.local_paper else []) + list(COMPONENTS)
+
+
+ONE_PER_PROCESS = ("SLUICEGATE_HEALTH",)
+"""Settings that name something only one process can hold: left out of the children's
+environment."""
+
+
+def child_environment(environ: Mapping[str, str]) -> dict[str, str]:
+    """What a component started by ``serve`` gets: ``environ`` without :data:`ONE_PER_PROCESS`."""
+    return {k: v for k, v in environ.items() if k not in ONE_PER_PROCESS}
 
 
 def _command(name: str, gateway: GatewaySettings) -> list[str]:
@@ -114,7 +129,9 @@ def serve(
                     child.next_start = now + delay
                     changed = True
                 if child.process is None and now >= child.next_start:
-                    child.process = subprocess.Popen(_command(child.name, gateway))
+                    child.process = subprocess.Popen(
+                        _command(child.name, gateway), env=child_environment(os.environ)
+                    )
                     changed = True
             if changed and pid_file is not None:
                 _write_pids(pid_file, children)

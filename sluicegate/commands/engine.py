@@ -12,8 +12,12 @@ import time
 from collections.abc import Callable
 from typing import Protocol
 
+from streams.engine.status import InstanceStatus
+
 
 class Runs(Protocol):
+    status: InstanceStatus
+
     def run(self) -> None: ...
 
     def stop(self) -> None: ...
@@ -53,6 +57,26 @@ def instance_id(args: argparse.Namespace, *, default: str, env_var: str) -> str:
     return chosen
 
 
+def _address(text: str) -> tuple[str, int]:
+    from sluicegate.health import parse_address  # the HTTP server, only when asked for
+
+    try:
+        return parse_address(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def add_health_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--health",
+        type=_address,
+        metavar="HOST:PORT",
+        default=os.environ.get("SLUICEGATE_HEALTH") or None,
+        help="serve GET /healthz and /readyz there (default $SLUICEGATE_HEALTH; none if unset); "
+        "a port alone binds loopback",
+    )
+
+
 def add_batch_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--batch-size", type=int, default=2000, help="most records in one transaction"
@@ -74,10 +98,17 @@ def log_to_stderr() -> None:
 
 
 def run_until_signalled(
-    processor: Runs, log: logging.Logger, summary: Callable[[float], str]
+    processor: Runs,
+    log: logging.Logger,
+    summary: Callable[[float], str],
+    health: tuple[str, int] | None = None,
 ) -> int:
     """Run ``processor`` until SIGTERM or SIGINT asks it to stop; log ``summary(seconds)``
     when it ends, however it ends.
+
+    ``health`` (host, port) serves the instance's probes there while it runs
+    (``sluicegate/health.py``); an address that cannot be bound stops the command before the
+    instance starts.
 
     SIGUSR1 (``kill -USR1 <pid>``) logs the same counters so far, on a line that starts with
     ``counters:``, without stopping anything: what an operator reads to see how many
@@ -97,8 +128,16 @@ def run_until_signalled(
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
     signal.signal(signal.SIGUSR1, report)
+    probes = None
+    if health is not None:
+        from sluicegate.health import HealthServer
+
+        probes = HealthServer(processor.status, health)
+        log.info("health probes on http://%s:%d (/healthz, /readyz)", *probes.address)
     try:
         processor.run()
     finally:
         log.info("%s", summary(time.monotonic() - started))
+        if probes is not None:
+            probes.close()
     return 0

@@ -15,6 +15,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     engine.add_instance_id(command, default="gate-1", env_var="SLUICEGATE_GATE_INSTANCE_ID")
     engine.add_batch_options(command)
+    engine.add_health_option(command)
     command.set_defaults(func=cmd_gate)
 
 
@@ -35,4 +36,5 @@ def cmd_gate(args: argparse.Namespace) -> int:
         processor,
         logging.getLogger("sluicegate.gate"),
         lambda seconds: engine.counts(processor.stats, seconds),
+        args.health,
     )

@@ -42,6 +42,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         default=20,
         help="longest wait for input before a batch (default 20; answers and due steps go at once)",
     )
+    engine.add_health_option(gateway)
     gateway.set_defaults(func=cmd_gateway)
 
     recover = subparsers.add_parser(
@@ -97,7 +98,7 @@ def cmd_gateway(args: argparse.Namespace) -> int:
             f"effects={effects.stats if effects is not None else None}"
         )
 
-    return engine.run_until_signalled(processor, log, summary)
+    return engine.run_until_signalled(processor, log, summary, args.health)
 
 
 def operator_name() -> str:

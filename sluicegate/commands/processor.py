@@ -14,6 +14,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     processor = subparsers.add_parser("processor", help="run one processor instance")
     engine.add_instance_id(processor, default="processor-1", env_var="SLUICEGATE_INSTANCE_ID")
     engine.add_batch_options(processor)
+    engine.add_health_option(processor)
     processor.set_defaults(func=cmd_processor)
 
 
@@ -37,6 +38,7 @@ def cmd_processor(args: argparse.Namespace) -> int:
             processor,
             logging.getLogger("sluicegate.processor"),
             lambda seconds: engine.counts(processor.stats, seconds),
+            args.health,
         )
     finally:
         running.workflows.close()

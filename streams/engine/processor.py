@@ -83,6 +83,7 @@ from streams.engine.batch import Answer, Input, ProcessorStats, Timer, read
 from streams.engine.clients import Clients
 from streams.engine.effects import EffectRunner, is_effectful
 from streams.engine.restore import RESTORE_MARGIN_S, Restorer
+from streams.engine.status import InstanceStatus, Phase
 from streams.engine.transacting import Transactor
 from streams.errors import RestoreTimedOut, StreamsError, TransactionUnresolved
 from streams.kafka.consuming import take
@@ -98,6 +99,10 @@ RESTORE_RETRY_S = (1.0, 30.0)
 """After a restore that timed out, the processor starts over this long later: the first
 pause, doubled on each failure in a row up to the second (reset by an assignment that
 restores)."""
+
+STALLED_AFTER_S = 60.0
+"""A running instance whose loop has not come round for this long (or three transaction
+timeouts, if longer) is reported unhealthy: no step of a working loop takes that long."""
 
 
 class Processor(Generic[S, C, E]):
@@ -134,6 +139,10 @@ class Processor(Generic[S, C, E]):
         self.timer_batch = timer_batch
         self.stop_event = stop or threading.Event()
         self.stats = ProcessorStats()
+        self.status = InstanceStatus(
+            stalled_after_s=max(STALLED_AFTER_S, 3 * transaction_timeout_ms / 1000)
+        )
+        """What the instance is doing now (``status.py``), for an operator's probes."""
         group = f"{settings.topic_prefix}{app.name}"
         self._clients = Clients(
             settings,
@@ -190,7 +199,9 @@ class Processor(Generic[S, C, E]):
         try:
             self._clients.producer.init_transactions(30)
         except KafkaException as e:
-            raise txn.translate(e, self.who, "initialising transactions") from e
+            error = txn.translate(e, self.who, "initialising transactions")
+            self.status.enter(Phase.STOPPED, f"{type(error).__name__}: {error}")
+            raise error from e
         self._subscribe()
         log.info("processor %s started", self.who)
         try:
@@ -203,10 +214,12 @@ class Processor(Generic[S, C, E]):
                     pause_s = self._restore_retry_s
                     self._restore_retry_s = min(pause_s * 2, RESTORE_RETRY_S[1])
                     self._start_over(e, pause_s=pause_s)
-        except BaseException:
+        except BaseException as e:
             self._held.checkpoints = False  # a transaction's outcome may be unknown
+            self.status.enter(Phase.STOPPED, f"{type(e).__name__}: {e}")
             raise
         finally:
+            self.status.enter(Phase.STOPPED)
             self._close()
 
     def stop(self) -> None:
@@ -230,6 +243,7 @@ class Processor(Generic[S, C, E]):
         partition in full."""
         later = f"in {pause_s:.0f} s, " if pause_s else ""
         log.warning("%s; starting over in place %sonce Kafka answers", reason, later)
+        self.status.enter(Phase.STARTING_OVER, f"{type(reason).__name__}: {reason}")
         held = [TopicPartition(t, p) for p in self._held.stores for t in self.app.input_topics]
         self._revoked(held, lost=True)  # every store closed, none leaves a checkpoint
         self._clients.replace_consumer()
@@ -240,7 +254,9 @@ class Processor(Generic[S, C, E]):
 
     def _assigned(self, partitions: Sequence[TopicPartition]) -> None:
         held = set(self._held.stores)
+        self.status.enter(Phase.RESTORING)
         self._held.assign(self._clients.consumer, partitions, self.stats)
+        self.status.enter(Phase.RUNNING)
         self._restore_retry_s = RESTORE_RETRY_S[0]
         if self.effects is not None:
             self.effects.assigned({tp.partition for tp in partitions})
@@ -271,6 +287,7 @@ class Processor(Generic[S, C, E]):
 
     def step(self) -> None:
         """Consume one batch and commit it (or nothing, if there was nothing to do)."""
+        self.status.came_round(tuple(sorted(self._held.stores)))
         # Something is due at once (a step a decision left due now, or an effect's answer):
         # take what has arrived and go on rather than wait a commit interval for more.
         batches = self._transactor

@@ -5,17 +5,22 @@ over (a previous owner frozen mid-transaction, or a broker that has not aborted 
 restore cannot read past it, and gives up after its bound. The processor then starts over in
 place and tries again (1 s, doubling), as it does when the broker is out of reach; once the
 transaction is resolved, the restore completes and every record is admitted exactly once.
-A restore error that waiting cannot cure (``PartitionCountChanged``) still stops it:
+Meanwhile the instance's probes say so: not ready, starting over (healthy: a restarted
+process would wait for the same thing), and ready again once it runs. A restore error that
+waiting cannot cure (``PartitionCountChanged``) still stops it:
 ``test_partition_count.py``.
 """
 
 from __future__ import annotations
 
+import http.client
+import json
 from collections.abc import Iterator
 
 import pytest
 from confluent_kafka import Producer
 
+from sluicegate.health import HealthServer
 from streams.engine import processor as processor_module
 from streams.engine.processor import Processor
 from streams.settings import Settings
@@ -31,6 +36,16 @@ from tests.support.engine_toy import (
 from tests.support.kafka import unique_settings, wait_until
 
 pytestmark = pytest.mark.integration
+
+
+def probe(server: HealthServer, path: str) -> tuple[int, dict[str, object]]:
+    conn = http.client.HTTPConnection(*server.address, timeout=5)
+    try:
+        conn.request("GET", path)
+        response = conn.getresponse()
+        return response.status, json.loads(response.read())
+    finally:
+        conn.close()
 
 
 @pytest.fixture()
@@ -60,11 +75,17 @@ def test_a_restore_held_back_past_its_bound_starts_over(
     processor: ToyProcessor = Processor(
         settings, ToyApp(settings), instance_id="a", transaction_timeout_ms=2000
     )
+    probes = HealthServer(processor.status, ("127.0.0.1", 0))
     running = Running(processor)
     try:
         wait_until(lambda: processor.stats.restarts >= 2 or running.error is not None, timeout_s=60)
         assert running.error is None, f"the processor stopped: {running.error!r}"
         assert processor.stats.records == 0
+        code, ready = probe(probes, "/readyz")
+        assert code == 503, ready
+        assert ready["phase"] in ("starting_over", "restoring")
+        assert isinstance(ready["failed_in_a_row"], int) and ready["failed_in_a_row"] >= 2
+        assert probe(probes, "/healthz")[0] == 200
         holder.abort_transaction(30)
         wait_until(
             lambda: processor.stats.records >= len(keys) or running.error is not None,
@@ -72,6 +93,12 @@ def test_a_restore_held_back_past_its_bound_starts_over(
         )
         assert running.error is None
         assert admitted(settings) == {f"id-{k}": 1 for k in keys}
+        code, ready = probe(probes, "/readyz")
+        assert code == 200, ready
+        assert (ready["phase"], ready["failed_in_a_row"], ready["assigned"]) == ("running", 0, [0])
+        assert ready["starts_over"] == processor.stats.restarts
     finally:
         running.stop()
+        probes.close()
     assert running.error is None
+    assert processor.status.snapshot().phase.value == "stopped"

@@ -12,7 +12,14 @@ import json
 import subprocess
 import sys
 
-HEAVY = ("psycopg", "aiohttp", "rocksdict", "sluicegate.bootstrap", "streams.engine.processor")
+HEAVY = (
+    "psycopg",
+    "aiohttp",
+    "rocksdict",
+    "sluicegate.bootstrap",
+    "streams.engine.processor",
+    "http.server",
+)
 
 
 def imported_after(code: str) -> set[str]:

@@ -10,6 +10,7 @@ from collections.abc import Iterator
 import pytest
 
 from sluicegate.commands import engine
+from streams.engine.status import InstanceStatus
 
 HANDLED = (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1)
 
@@ -32,6 +33,7 @@ class Counting:
     def __init__(self) -> None:
         self.batches = 0
         self.stopped = False
+        self.status = InstanceStatus(stalled_after_s=60.0)
 
     def run(self) -> None:
         self.batches += 1

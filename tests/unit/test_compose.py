@@ -9,6 +9,7 @@ from typing import Any
 import yaml
 
 from consumers.ingest.settings import DEFAULT_READ_HTTP
+from sluicegate.health import parse_address
 from sluicegate.supervisor import COMPONENTS
 from streams.settings import DEFAULT_HTTP, DEFAULT_KAFKA, DEFAULT_PG_DSN, DEFAULT_TOPIC_PREFIX
 
@@ -84,3 +85,14 @@ def test_the_read_api_is_published_on_the_hosts_loopback_only() -> None:
     for name, service in compose()["services"].items():
         if name != "ingest":
             assert read_port not in host_ports(service), name
+
+
+def test_the_engine_instances_are_probed_where_they_serve() -> None:
+    services = compose()["services"]
+    for name in ("processor", "gate", "gateway"):
+        service = services[name]
+        host, port = parse_address(service["environment"]["SLUICEGATE_HEALTH"])
+        assert host == "127.0.0.1"  # the healthcheck runs inside the container
+        probe = " ".join(service["healthcheck"]["test"])
+        assert f"http://127.0.0.1:{port}/healthz" in probe
+        assert service["environment"]["SLUICEGATE_KAFKA"] == "kafka:19092"

@@ -1,5 +1,5 @@
-"""``sluicegate serve --pid-file``: whose file it is (the running children are covered by
-``tests/integration/test_serve.py``)."""
+"""``sluicegate serve --pid-file``: whose file it is; and what the children inherit (the
+running children are covered by ``tests/integration/test_serve.py``)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from sluicegate.errors import SluicegateError
-from sluicegate.supervisor import serve
+from sluicegate.supervisor import child_environment, serve
 from streams.settings import Settings
 
 
@@ -60,3 +60,9 @@ def test_an_unreadable_pid_file_is_replaced(tmp_path: Path, content: str) -> Non
     pid_file.write_text(content)
     assert serve_in_a_thread(pid_file) is None
     assert not pid_file.exists()
+
+
+def test_the_children_do_not_share_one_health_address() -> None:
+    """Three engine instances given one ``SLUICEGATE_HEALTH`` would race for its port."""
+    environ = {"SLUICEGATE_HEALTH": "127.0.0.1:9464", "SLUICEGATE_KAFKA": "k:1", "PATH": "/bin"}
+    assert child_environment(environ) == {"SLUICEGATE_KAFKA": "k:1", "PATH": "/bin"}

@@ -1,0 +1,142 @@
+"""The probes of an engine instance (``processor``, ``gate``, ``gateway``) over HTTP.
+
+``--health HOST:PORT`` (or ``$SLUICEGATE_HEALTH``) serves, on its own thread:
+
+- ``GET /healthz``: 200 while the instance is worth keeping, 503 when it is not (stopped, or
+  running with a loop that has not come round within its stall limit): restart it;
+- ``GET /readyz``: 200 while it is running (its partitions restored and consumed), 503 while
+  it starts, restores or starts over;
+
+each with the status as JSON (``streams/engine/status.py``: phase, how long, why it is
+starting over, start-overs in a row, assigned partitions). ``HEAD`` answers the same without
+a body. Any other path is 404, any other method 405, a request the server cannot parse 400;
+none of them touches the instance. The listener serves probes and nothing else: bind it to
+loopback or a management network.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import socket
+import threading
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from sluicegate.errors import SluicegateError
+from streams.engine.status import InstanceStatus, describe, healthy, ready
+
+log = logging.getLogger("sluicegate.health")
+
+
+def parse_address(text: str) -> tuple[str, int]:
+    """``HOST:PORT`` (``PORT`` alone means loopback); ValueError with the reason otherwise."""
+    host, _, port = text.rpartition(":")
+    try:
+        number = int(port)
+    except ValueError:
+        raise ValueError(f"health address {text!r}: expected HOST:PORT") from None
+    if not 0 <= number <= 65535:
+        raise ValueError(f"health address {text!r}: port out of range")
+    return (host.strip("[]") or "127.0.0.1"), number
+
+
+class _Server6(ThreadingHTTPServer):
+    address_family = socket.AF_INET6
+
+
+class HealthServer:
+    """Serves ``status``'s probes on ``address`` until :meth:`close`."""
+
+    def __init__(self, status: InstanceStatus, address: tuple[str, int]) -> None:
+        self.status = status
+        try:
+            server = (_Server6 if ":" in address[0] else ThreadingHTTPServer)(
+                address, _handler(status)
+            )
+        except OSError as e:
+            raise SluicegateError(
+                f"cannot serve the health probes on {address[0]}:{address[1]}: {e}; "
+                "choose another --health address"
+            ) from e
+        server.daemon_threads = True
+        self._server = server
+        self._thread = threading.Thread(
+            target=server.serve_forever, name="health", kwargs={"poll_interval": 0.5}
+        )
+        self._thread.daemon = True
+        self._thread.start()
+
+    @property
+    def address(self) -> tuple[str, int]:
+        host, port = self._server.server_address[:2]
+        return str(host), int(port)
+
+    def close(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(5)
+
+
+def _handler(status: InstanceStatus) -> type[BaseHTTPRequestHandler]:
+    class Probe(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+        server_version = "sluicegate-health"
+        timeout = 10  # a client that stops sending mid-request holds its thread no longer
+        # What a request too broken to name its version is answered as: with a status line
+        # (the default, HTTP/0.9, would send the error page alone).
+        default_request_version = "HTTP/1.0"
+
+        def do_GET(self) -> None:
+            self._answer(body=True)
+
+        def do_HEAD(self) -> None:
+            self._answer(body=False)
+
+        def _answer(self, *, body: bool) -> None:
+            path = self.path.split("?", 1)[0]
+            if path not in ("/healthz", "/readyz"):
+                self._send(HTTPStatus.NOT_FOUND, {"error": "not_found"}, body)
+                return
+            snapshot = status.snapshot()
+            now = status.clock()
+            good = (
+                ready(snapshot)
+                if path == "/readyz"
+                else healthy(snapshot, now, status.stalled_after_s)
+            )
+            described = describe(snapshot, now, status.stalled_after_s)
+            self._send(HTTPStatus.OK if good else HTTPStatus.SERVICE_UNAVAILABLE, described, body)
+
+        def _refuse(self) -> None:
+            self.close_connection = True  # its body is not read: never parse it as a request
+            self._send(HTTPStatus.METHOD_NOT_ALLOWED, {"error": "method_not_allowed"}, True)
+
+        do_POST = do_PUT = do_DELETE = do_PATCH = do_OPTIONS = _refuse
+
+        def send_error(
+            self, code: int, message: str | None = None, explain: str | None = None
+        ) -> None:
+            """The server's own refusals (unparsable request line, headers too long...) as
+            JSON like every other answer, the connection closed after."""
+            self.close_connection = True
+            known = HTTPStatus(code)
+            reason = known.phrase.lower().replace(" ", "_").replace("-", "_")
+            self._send(known, {"error": reason, "detail": message or known.description}, True)
+
+        def _send(self, code: HTTPStatus, payload: dict[str, object], body: bool) -> None:
+            data = json.dumps(payload).encode() + b"\n"
+            self.send_response(code)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.send_header("Cache-Control", "no-store")
+            if code == HTTPStatus.METHOD_NOT_ALLOWED:
+                self.send_header("Allow", "GET, HEAD")
+            self.end_headers()
+            if body:
+                self.wfile.write(data)
+
+        def log_message(self, format: str, *args: object) -> None:
+            log.debug("%s: " + format, self.address_string(), *args)
+
+    return Probe

@@ -1,0 +1,200 @@
+"""An engine instance's probes over real HTTP on loopback: answers, and hostile clients.
+
+The instance's side is ``InstanceStatus`` driven as the processor drives it (the processor's
+own transitions are exercised on the broker in ``test_engine_restore_retry.py``).
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import logging
+import re
+import socket
+from collections.abc import Iterator
+
+import pytest
+
+from sluicegate import cli
+from sluicegate.commands import engine
+from sluicegate.errors import SluicegateError
+from sluicegate.health import HealthServer, parse_address
+from streams.engine.status import InstanceStatus, Phase
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 500.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture()
+def clock() -> Clock:
+    return Clock()
+
+
+@pytest.fixture()
+def status(clock: Clock) -> InstanceStatus:
+    return InstanceStatus(stalled_after_s=30.0, clock=clock)
+
+
+@pytest.fixture()
+def server(status: InstanceStatus) -> Iterator[HealthServer]:
+    served = HealthServer(status, ("127.0.0.1", 0))
+    try:
+        yield served
+    finally:
+        served.close()
+
+
+def get(
+    server: HealthServer, path: str, method: str = "GET", body: bytes | None = None
+) -> tuple[int, dict[str, object] | None]:
+    conn = http.client.HTTPConnection(*server.address, timeout=5)
+    try:
+        conn.request(method, path, body=body)
+        response = conn.getresponse()
+        data = response.read()
+        return response.status, json.loads(data) if data else None
+    finally:
+        conn.close()
+
+
+def test_ready_once_running_and_why_not_before(
+    server: HealthServer, status: InstanceStatus
+) -> None:
+    code, body = get(server, "/readyz")
+    assert code == 503 and body is not None
+    assert (body["phase"], body["ready"], body["healthy"]) == ("starting", False, True)
+    assert get(server, "/healthz")[0] == 200
+    status.enter(Phase.RESTORING)
+    assert get(server, "/readyz")[1] == {**body, "phase": "restoring"}
+    status.enter(Phase.RUNNING)
+    status.came_round((1, 4))
+    code, body = get(server, "/readyz?verbose=1")
+    assert code == 200 and body is not None
+    assert (body["phase"], body["assigned"], body["reason"]) == ("running", [1, 4], None)
+    status.enter(Phase.STARTING_OVER, "RestoreTimedOut: partition 4 held back")
+    code, body = get(server, "/readyz")
+    assert code == 503 and body is not None
+    assert body["reason"] == "RestoreTimedOut: partition 4 held back"
+    assert (body["starts_over"], body["failed_in_a_row"]) == (1, 1)
+    assert get(server, "/healthz")[0] == 200
+
+
+def test_a_running_loop_that_stalls_fails_liveness(
+    server: HealthServer, status: InstanceStatus, clock: Clock
+) -> None:
+    status.enter(Phase.RESTORING)
+    status.enter(Phase.RUNNING)
+    status.came_round((0,))
+    clock.now += 30.5
+    code, body = get(server, "/healthz")
+    assert code == 503 and body is not None
+    assert (body["healthy"], body["ready"], body["loop_seconds_ago"]) == (False, True, 30.5)
+    status.came_round((0,))
+    assert get(server, "/healthz")[0] == 200
+    status.enter(Phase.STOPPED, "FatalKafkaError: producer fenced")
+    code, body = get(server, "/healthz")
+    assert code == 503 and body is not None and body["reason"] == "FatalKafkaError: producer fenced"
+
+
+def test_head_unknown_paths_and_other_methods(server: HealthServer) -> None:
+    conn = http.client.HTTPConnection(*server.address, timeout=5)
+    conn.request("HEAD", "/readyz")
+    response = conn.getresponse()
+    assert response.status == 503 and response.read() == b""
+    assert int(response.headers["Content-Length"]) > 0
+    conn.close()
+    assert get(server, "/metrics") == (404, {"error": "not_found"})
+    assert get(server, "/readyz", "POST", b'{"phase": "running"}') == (
+        405,
+        {"error": "method_not_allowed"},
+    )
+    assert get(server, "/healthz", "DELETE")[0] == 405
+
+
+def test_hostile_bytes_get_a_400_and_the_probes_keep_answering(server: HealthServer) -> None:
+    for garbage in (
+        b"\x00\xff\xfe GARBAGE\r\n\r\n",
+        b"GET /" + b"a" * 70_000 + b" HTTP/1.1\r\n\r\n",
+    ):
+        with socket.create_connection(server.address, timeout=5) as raw:
+            raw.sendall(garbage)
+            answer = raw.makefile("rb").read()
+        head, _, body = answer.partition(b"\r\n\r\n")
+        assert re.match(rb"HTTP/1\.[01] (400|414|431) ", head), answer[:80]
+        refused = json.loads(body)
+        assert refused["error"] in ("bad_request", "request_uri_too_long"), refused
+    # A client that connects and never sends holds one thread, not the server.
+    with socket.create_connection(server.address, timeout=5):
+        assert get(server, "/healthz")[0] == 200
+
+
+@pytest.mark.parametrize(
+    ("text", "address"),
+    [
+        ("8081", ("127.0.0.1", 8081)),
+        (":0", ("127.0.0.1", 0)),
+        ("0.0.0.0:9090", ("0.0.0.0", 9090)),
+        ("[::1]:9090", ("::1", 9090)),
+    ],
+)
+def test_addresses(text: str, address: tuple[str, int]) -> None:
+    assert parse_address(text) == address
+
+
+@pytest.mark.parametrize("text", ["", "host", "host:port", "1:65536", "1:-1"])
+def test_bad_addresses_are_refused(text: str) -> None:
+    with pytest.raises(ValueError, match="health address"):
+        parse_address(text)
+
+
+def test_the_option_and_its_environment_default(monkeypatch: pytest.MonkeyPatch) -> None:
+    for command in ("processor", "gate", "gateway"):
+        assert cli.build_parser().parse_args([command]).health is None
+        args = cli.build_parser().parse_args([command, "--health", "0.0.0.0:9464"])
+        assert args.health == ("0.0.0.0", 9464)
+        with pytest.raises(SystemExit):
+            cli.build_parser().parse_args([command, "--health", "loopback"])
+    monkeypatch.setenv("SLUICEGATE_HEALTH", "9465")
+    assert cli.build_parser().parse_args(["gate"]).health == ("127.0.0.1", 9465)
+
+
+def test_an_address_in_use_is_a_clear_error(server: HealthServer, status: InstanceStatus) -> None:
+    with pytest.raises(SluicegateError, match=r"cannot serve the health probes on 127\.0\.0\.1:"):
+        HealthServer(status, server.address)
+
+
+def test_the_command_loop_serves_the_probes_while_the_instance_runs(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """``--health`` as ``sluicegate processor``, ``gate`` and ``gateway`` use it: served from
+    before the instance runs until it has stopped."""
+    seen: list[int] = []
+
+    class Instance:
+        def __init__(self) -> None:
+            self.status = InstanceStatus(stalled_after_s=60.0)
+
+        def run(self) -> None:
+            found = re.search(r"http://([\d.]+):(\d+)", caplog.text)
+            assert found is not None, caplog.text
+            address = (found.group(1), int(found.group(2)))
+            self.status.enter(Phase.RESTORING)
+            self.status.enter(Phase.RUNNING)
+            conn = http.client.HTTPConnection(*address, timeout=5)
+            conn.request("GET", "/readyz")
+            seen.append(conn.getresponse().status)
+            conn.close()
+            self.status.enter(Phase.STOPPED)
+
+        def stop(self) -> None:
+            pass
+
+    log = logging.getLogger("test.health")
+    with caplog.at_level(logging.INFO, logger="test.health"):
+        engine.run_until_signalled(Instance(), log, lambda _s: "done", ("127.0.0.1", 0))
+    assert seen == [200]
