@@ -256,6 +256,7 @@ class Processor(Generic[S, C, E]):
         held = set(self._held.stores)
         self.status.enter(Phase.RESTORING)
         self._held.assign(self._clients.consumer, partitions, self.stats)
+        self.status.holding(tuple(self.stats.assigned))
         self.status.enter(Phase.RUNNING)
         self._restore_retry_s = RESTORE_RETRY_S[0]
         if self.effects is not None:
@@ -267,6 +268,7 @@ class Processor(Generic[S, C, E]):
         if self.effects is not None:
             self.effects.revoked({tp.partition for tp in partitions})
         self._held.revoke(partitions, self.stats, lost=lost)
+        self.status.holding(tuple(self.stats.assigned))
 
     def _close(self) -> None:
         if self.effects is not None:
@@ -287,7 +289,7 @@ class Processor(Generic[S, C, E]):
 
     def step(self) -> None:
         """Consume one batch and commit it (or nothing, if there was nothing to do)."""
-        self.status.came_round(tuple(sorted(self._held.stores)))
+        self.status.came_round()
         # Something is due at once (a step a decision left due now, or an effect's answer):
         # take what has arrived and go on rather than wait a commit interval for more.
         batches = self._transactor

@@ -104,9 +104,13 @@ class InstanceStatus:
             failed_in_a_row=0 if phase is Phase.RUNNING else now.failed_in_a_row + over,
         )
 
-    def came_round(self, assigned: tuple[int, ...]) -> None:
-        """The loop came round holding ``assigned``."""
-        self._now = replace(self._now, loop_at=self.clock(), assigned=assigned)
+    def came_round(self) -> None:
+        """The instance's loop came round."""
+        self._now = replace(self._now, loop_at=self.clock())
+
+    def holding(self, assigned: tuple[int, ...]) -> None:
+        """The partitions whose stores the instance holds now."""
+        self._now = replace(self._now, assigned=assigned)
 
 
 def ready(snapshot: Snapshot) -> bool:

@@ -1,7 +1,8 @@
 """An engine instance's probes over real HTTP on loopback: answers, and hostile clients.
 
-The instance's side is ``InstanceStatus`` driven as the processor drives it (the processor's
-own transitions are exercised on the broker in ``test_engine_restore_retry.py``).
+Most tests drive ``InstanceStatus`` as the processor does; the last runs a real processor on
+the broker whose loop wedges (the restore's start-overs are in
+``test_engine_restore_retry.py``).
 """
 
 from __future__ import annotations
@@ -11,7 +12,8 @@ import json
 import logging
 import re
 import socket
-from collections.abc import Iterator
+import threading
+from collections.abc import Iterator, Sequence
 
 import pytest
 
@@ -19,7 +21,18 @@ from sluicegate import cli
 from sluicegate.commands import engine
 from sluicegate.errors import SluicegateError
 from sluicegate.health import HealthServer, parse_address
+from streams.engine import processor as processor_module
+from streams.engine.processor import Processor
 from streams.engine.status import InstanceStatus, Phase
+from tests.support.engine_toy import (
+    Running,
+    ToyApp,
+    admitted,
+    create_toy_topics,
+    produce_records,
+    record,
+)
+from tests.support.kafka import unique_settings, wait_until
 
 
 class Clock:
@@ -72,7 +85,7 @@ def test_ready_once_running_and_why_not_before(
     status.enter(Phase.RESTORING)
     assert get(server, "/readyz")[1] == {**body, "phase": "restoring"}
     status.enter(Phase.RUNNING)
-    status.came_round((1, 4))
+    status.holding((1, 4))
     code, body = get(server, "/readyz?verbose=1")
     assert code == 200 and body is not None
     assert (body["phase"], body["assigned"], body["reason"]) == ("running", [1, 4], None)
@@ -89,12 +102,12 @@ def test_a_running_loop_that_stalls_fails_liveness(
 ) -> None:
     status.enter(Phase.RESTORING)
     status.enter(Phase.RUNNING)
-    status.came_round((0,))
+    status.came_round()
     clock.now += 30.5
     code, body = get(server, "/healthz")
     assert code == 503 and body is not None
     assert (body["healthy"], body["ready"], body["loop_seconds_ago"]) == (False, True, 30.5)
-    status.came_round((0,))
+    status.came_round()
     assert get(server, "/healthz")[0] == 200
     status.enter(Phase.STOPPED, "FatalKafkaError: producer fenced")
     code, body = get(server, "/healthz")
@@ -198,3 +211,59 @@ def test_the_command_loop_serves_the_probes_while_the_instance_runs(
     with caplog.at_level(logging.INFO, logger="test.health"):
         engine.run_until_signalled(Instance(), log, lambda _s: "done", ("127.0.0.1", 0))
     assert seen == [200]
+
+
+class WedgingApp(ToyApp):
+    """Blocks the loop, between transactions, while :attr:`wedged` is set."""
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        self.wedged = threading.Event()
+        self.released = threading.Event()
+
+    def prepare(self, records: Sequence[object], now_ms: int) -> None:
+        if self.wedged.is_set():
+            self.released.wait(60)
+
+
+@pytest.mark.integration
+def test_a_real_instance_whose_loop_wedges_turns_unhealthy_and_recovers(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    settings = unique_settings(partitions=2)
+    create_toy_topics(settings, 2)
+    # Unhealthy after max(1 s, 3 transaction timeouts) = 3 s without the loop coming round.
+    monkeypatch.setattr(processor_module, "STALLED_AFTER_S", 1.0)
+    app = WedgingApp(settings)
+    processor = Processor(settings, app, instance_id="a", transaction_timeout_ms=1000)
+    served = HealthServer(processor.status, ("127.0.0.1", 0))
+    running = Running(processor)
+    try:
+        wait_until(lambda: get(served, "/readyz")[0] == 200, timeout_s=60)
+        code, body = get(served, "/healthz")
+        assert code == 200 and body is not None and body["assigned"] == [0, 1]
+        app.wedged.set()
+        wait_until(lambda: get(served, "/healthz")[0] == 503, timeout_s=30)
+        code, body = get(served, "/healthz")
+        assert code == 503 and body is not None
+        assert body["phase"] == "running" and body["stalled_after_seconds"] == 3.0
+        assert isinstance(body["loop_seconds_ago"], float) and body["loop_seconds_ago"] > 3.0
+        app.released.set()
+        app.wedged.clear()
+        wait_until(lambda: get(served, "/healthz")[0] == 200, timeout_s=30)
+        keys = [f"k{n}" for n in range(6)]
+        produce_records(settings, [record(k, f"id-{k}") for k in keys])
+        wait_until(lambda: processor.stats.records >= len(keys), timeout_s=60)
+        assert admitted(settings) == {f"id-{k}": 1 for k in keys}
+    finally:
+        running.stop()
+        served.close()
+    assert running.error is None
+    assert get_or_none(served) is None  # closed: nothing listens any more
+
+
+def get_or_none(server: HealthServer) -> int | None:
+    try:
+        return get(server, "/healthz")[0]
+    except OSError:
+        return None

@@ -89,7 +89,8 @@ def test_ready_only_while_running() -> None:
 def test_a_running_loop_that_stops_coming_round_is_unhealthy() -> None:
     clock = Clock()
     status = status_in(Phase.RUNNING, clock)
-    status.came_round((0, 2))
+    status.holding((0, 2))
+    status.came_round()
     clock.now += 60.0
     assert healthy(status.snapshot(), clock.now, 60.0)
     clock.now += 0.5
@@ -97,7 +98,7 @@ def test_a_running_loop_that_stops_coming_round_is_unhealthy() -> None:
     body = describe(status.snapshot(), clock.now, 60.0)
     assert body["healthy"] is False and body["ready"] is True
     assert body["loop_seconds_ago"] == 60.5 and body["assigned"] == [0, 2]
-    status.came_round((0, 2))
+    status.came_round()
     assert healthy(status.snapshot(), clock.now, 60.0)
 
 
