@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
+from collections.abc import Callable
 
 from confluent_kafka import Consumer, KafkaException, Producer
 
@@ -24,8 +25,9 @@ from streams.settings import Settings
 log = logging.getLogger("sluicegate.processor")
 
 RENEW_RETRY_S = (1.0, 30.0)
-"""A replacement producer's ``init_transactions`` is tried again this long after the broker
-did not answer: the first pause, doubled each time up to the second."""
+"""A producer's ``init_transactions`` (the first one's, or a replacement's) is tried again
+this long after the broker did not answer: the first pause, doubled each time up to the
+second."""
 
 
 class Clients:
@@ -87,6 +89,23 @@ class Clients:
             tuning=self._consumer_tuning,
         )
 
+    def init_producer(self) -> None:
+        """The current producer's ``init_transactions``: it completes or aborts whatever
+        transaction this transactional id left open (a predecessor's).
+
+        Raises like :meth:`replace_producer`; after :class:`~streams.errors.KafkaUnavailable`
+        it may be called again on the same producer (librdkafka resumes the call).
+        """
+        try:
+            self.producer.init_transactions(30)
+        except KafkaException as e:
+            raise txn.translate(e, self._who, "initialising transactions") from e
+
+    def init_producer_once_answered(self, stop: threading.Event) -> bool:
+        """:meth:`init_producer`, tried again until the broker answers; ``False`` if ``stop``
+        was set first."""
+        return _once_answered(self.init_producer, stop)
+
     def replace_producer(self) -> None:
         """A new producer with this transactional id in place of the current one, which can
         write nothing more (what it still queues is purged); its ``init_transactions``
@@ -99,25 +118,13 @@ class Clients:
         with contextlib.suppress(KafkaException):
             self.producer.purge()
         self.producer = self.new_producer()
-        try:
-            self.producer.init_transactions(30)
-        except KafkaException as e:
-            raise txn.translate(e, self._who, "initialising transactions") from e
+        self.init_producer()
 
     def replace_producer_once_answered(self, stop: threading.Event) -> bool:
         """:meth:`replace_producer`, tried again (:data:`RENEW_RETRY_S`) until the broker
         answers; ``False`` if ``stop`` was set first. A fence or a fatal error is raised
         (another live instance has this id, or the client cannot go on)."""
-        pause_s = RENEW_RETRY_S[0]
-        while True:
-            try:
-                self.replace_producer()
-                return True
-            except KafkaUnavailable as e:
-                log.warning("%s; trying again", e)
-            if stop.wait(pause_s):
-                return False
-            pause_s = min(pause_s * 2, RENEW_RETRY_S[1])
+        return _once_answered(self.replace_producer, stop)
 
     def replace_consumer(self) -> None:
         """Close the consumer (leaving the group) and create a new one, not subscribed."""
@@ -126,3 +133,18 @@ class Clients:
         except KafkaException as e:
             log.debug("closing the consumer: %s", e.args[0].str())
         self.consumer = self.new_consumer()
+
+
+def _once_answered(attempt: Callable[[], None], stop: threading.Event) -> bool:
+    """``attempt()`` until it does not raise :class:`~streams.errors.KafkaUnavailable`
+    (:data:`RENEW_RETRY_S` apart); ``False`` if ``stop`` was set first."""
+    pause_s = RENEW_RETRY_S[0]
+    while True:
+        try:
+            attempt()
+            return True
+        except KafkaUnavailable as e:
+            log.warning("%s; trying again", e)
+        if stop.wait(pause_s):
+            return False
+        pause_s = min(pause_s * 2, RENEW_RETRY_S[1])

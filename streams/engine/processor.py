@@ -194,14 +194,19 @@ class Processor(Generic[S, C, E]):
         restore that cannot finish in time (:class:`~streams.errors.RestoreTimedOut`: the
         broker away, or a transaction held open on the partition): it starts over in place
         (:meth:`_start_over`), after a restore's failure a back-off later
-        (:data:`RESTORE_RETRY_S`), and goes on once the broker answers.
+        (:data:`RESTORE_RETRY_S`), and goes on once the broker answers. Started while the
+        broker does not answer, it waits for it (``starting``) the same way; :meth:`stop`
+        ends any of these waits.
         """
         try:
-            self._clients.producer.init_transactions(30)
-        except KafkaException as e:
-            error = txn.translate(e, self.who, "initialising transactions")
-            self.status.enter(Phase.STOPPED, f"{type(error).__name__}: {error}")
-            raise error from e
+            answered = self._clients.init_producer_once_answered(self.stop_event)
+        except StreamsError as e:  # fenced or fatal: no retry can help
+            self.status.enter(Phase.STOPPED, f"{type(e).__name__}: {e}")
+            raise
+        if not answered:  # stopped while the broker did not answer
+            self.status.enter(Phase.STOPPED)
+            self._close()
+            return
         self._subscribe()
         log.info("processor %s started", self.who)
         try:

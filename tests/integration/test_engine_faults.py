@@ -15,7 +15,9 @@ from typing import Any
 import pytest
 from confluent_kafka import KafkaError, KafkaException
 
+from streams.engine import clients as clients_module
 from streams.engine.processor import Processor
+from streams.engine.status import Phase
 from streams.engine.transacting import IN_PLACE_ATTEMPTS
 from streams.settings import Settings
 from tests.support.engine_toy import (
@@ -276,3 +278,44 @@ def test_a_changelog_without_a_leader_yet_is_waited_for_not_fatal(
     assert len(ends.injected) == 4
     assert running.error is None
     assert set(counts) == set(ids) and set(counts.values()) == {1}
+
+
+def test_an_instance_started_while_the_broker_does_not_answer_waits_for_it(
+    toy: tuple[Settings, ToyApp], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Started before the broker is reachable (a host boot, compose without health ordering),
+    the instance waits for it, unready, instead of exiting: its first ``init_transactions``
+    times out twice, then the broker answers."""
+    monkeypatch.setattr(clients_module, "RENEW_RETRY_S", (0.1, 0.2))
+    settings, app = toy
+    ids = backlog(settings)
+    processor: ToyProcessor = Processor(settings, app, instance_id="a")
+    producer, _ = faulty(processor)
+    unanswered = kafka_error(KafkaError._TIMED_OUT, "injected: timed out", retriable=True)
+    producer.plan("init_transactions", unanswered, unanswered)
+    running = Running(processor)
+    try:
+        counts = decided_once(settings, ids, timeout_s=60)
+        assert running.error is None, f"the instance exited: {running.error!r}"
+        assert producer.calls["init_transactions"] == 3
+        assert counts == {i: 1 for i in ids}
+        assert processor.status.snapshot().phase is Phase.RUNNING
+    finally:
+        running.stop()
+    assert running.error is None
+
+
+def test_an_instance_stopped_while_waiting_for_the_broker_stops_cleanly(
+    toy: tuple[Settings, ToyApp],
+) -> None:
+    settings, app = toy
+    processor: ToyProcessor = Processor(settings, app, instance_id="a")
+    producer, _ = faulty(processor)
+    unanswered = kafka_error(KafkaError._TIMED_OUT, "injected: timed out", retriable=True)
+    producer.plan("init_transactions", *[unanswered] * 100)
+    running = Running(processor)
+    wait_until(lambda: producer.calls.get("init_transactions", 0) >= 1, timeout_s=10)
+    assert processor.status.snapshot().phase is Phase.STARTING
+    running.stop(timeout_s=10)
+    assert running.error is None
+    assert processor.status.snapshot().phase is Phase.STOPPED
