@@ -20,11 +20,13 @@ from confluent_kafka import Consumer, KafkaException, TopicPartition
 from streams.engine.batch import Item, ProcessorStats, restored
 from streams.engine.restore import MIGRATE, Restorer
 from streams.engine.store import PARTITIONS_KEY, PartitionStore
-from streams.errors import PartitionCountChanged, TransactionUnresolved
+from streams.errors import PartitionCountChanged, RestoreTimedOut, TransactionUnresolved
 
 log = logging.getLogger("sluicegate.processor")
 
 _SEEK_ATTEMPTS = 5
+CHECKPOINT_ON_TIMEOUT_S = 5.0
+"""How long checkpoints of restored partitions may take when another's restore timed out."""
 
 
 class Assignment:
@@ -61,16 +63,24 @@ class Assignment:
         self.partitions = self.restorer.common_count([*self.input_topics, self.changelog_topic])
         committed = self.restorer.committed(consumer, partitions, deadline)
         count = 0
+        done: list[int] = []
         for partition in sorted({tp.partition for tp in partitions} - set(self.stores)):
-            store, records = self.restorer.restore(
-                self.changelog_topic,
-                partition,
-                self.state_dir / f"p{partition}",
-                count=self.partitions,
-                deadline=deadline,
-                owner=self.who,
-            )
+            try:
+                store, records = self.restorer.restore(
+                    self.changelog_topic,
+                    partition,
+                    self.state_dir / f"p{partition}",
+                    count=self.partitions,
+                    deadline=deadline,
+                    owner=self.who,
+                )
+            except RestoreTimedOut:
+                self._keep_restored(done)
+                # What the partitions before it read was restored all the same.
+                restored(stats, count, time.monotonic() - started, sorted(self.stores))
+                raise
             self.stores[partition] = store
+            done.append(partition)
             count += records
             if store.get(PARTITIONS_KEY) is None:
                 self.unrecorded.add(partition)
@@ -84,6 +94,41 @@ class Assignment:
         elapsed = time.monotonic() - started
         restored(stats, count, elapsed, sorted(self.stores))
         log.info("assigned %s: restored %d records in %.2f s", stats.assigned, count, elapsed)
+
+    def _keep_restored(self, partitions: list[int]) -> None:
+        """Close the stores this assignment restored before another partition's restore
+        timed out, each with a checkpoint: the instance starts over, and its next attempt
+        reads only what their changelogs gained since instead of restoring them again.
+
+        Safe as on a clean revoke: nothing has been decided since they were restored, and no
+        transaction of this instance is open. Once a checkpoint cannot be written (the
+        broker is likely out of reach), the rest are closed without one.
+        """
+        deadline = time.monotonic() + CHECKPOINT_ON_TIMEOUT_S
+        for partition in partitions:
+            store = self.stores.pop(partition)
+            self.unrecorded.discard(partition)
+            if time.monotonic() > deadline:
+                store.close()
+            elif not self._checkpoint(store, partition, deadline):
+                deadline = 0.0
+
+    def _checkpoint(self, store: PartitionStore, partition: int, deadline: float) -> bool:
+        """Close ``store`` leaving its checkpoint; False (closed without one, logged) when
+        that failed. A checkpoint only saves time: its failure never fails the caller."""
+        try:
+            self.restorer.leave_checkpoint(
+                store,
+                self.changelog_topic,
+                partition,
+                count=self.partitions,
+                owner=self.who,
+                deadline=deadline,
+            )
+        except Exception as e:
+            log.warning("no checkpoint for partition %d: %s", partition, e)
+            return False
+        return True
 
     def revoke(
         self, partitions: Sequence[TopicPartition], stats: ProcessorStats, *, lost: bool = False
@@ -104,17 +149,7 @@ class Assignment:
             if not keep or store.pending():
                 store.close()
                 continue
-            try:
-                self.restorer.leave_checkpoint(
-                    store,
-                    self.changelog_topic,
-                    partition,
-                    count=self.partitions,
-                    owner=self.who,
-                    deadline=deadline,
-                )
-            except Exception as e:  # a checkpoint only saves time: it never fails a revoke
-                log.warning("no checkpoint for partition %d: %s", partition, e)
+            self._checkpoint(store, partition, deadline)
         stats.assigned = sorted(self.stores)
         log.info("revoked; now holding %s", stats.assigned)
 

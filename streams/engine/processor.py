@@ -51,7 +51,8 @@ instance. A transaction whose outcome is unknown (:class:`~streams.errors.Transa
 a commit or abort that cannot complete, Kafka out of reach for longer than the transaction
 timeout, say) and a restore that cannot finish within its bound
 (:class:`~streams.errors.RestoreTimedOut`; 1 s later, doubling while it keeps failing) make
-it do in place what a restart with the same id would: stores closed without checkpoints,
+it do in place what a restart with the same id would: stores closed without checkpoints
+(but those a timed-out assignment had finished restoring, which keep one: ``assignment.py``),
 the group left, a new producer initialised once the broker answers (``clients.py``), the
 group joined again and every partition restored.
 
@@ -245,7 +246,9 @@ class Processor(Generic[S, C, E]):
         left, ``pause_s`` is waited, a new producer's ``init_transactions`` completes or
         aborts any transaction left open (retried until the broker answers, or
         :meth:`stop`), and the group is joined again, whose assignment restores each
-        partition in full."""
+        partition in full. The stores an assignment finished restoring before another
+        partition's restore timed out were closed before this, with checkpoints
+        (``assignment.py``), and are not restored again."""
         later = f"in {pause_s:.0f} s, " if pause_s else ""
         log.warning("%s; starting over in place %sonce Kafka answers", reason, later)
         self.status.enter(Phase.STARTING_OVER, f"{type(reason).__name__}: {reason}")
