@@ -10,8 +10,9 @@
 each with the status as JSON (``streams/engine/status.py``: phase, how long, why it is
 starting over, start-overs in a row, assigned partitions). ``HEAD`` answers the same without
 a body. Any other path is 404, any other method 405, a request the server cannot parse 400;
-none of them touches the instance. The listener serves probes and nothing else: bind it to
-loopback or a management network.
+none of them touches the instance. At most :data:`MAX_CONNECTIONS` connections are served at
+once (one more is closed unanswered), and a client that stops sending is dropped after 10 s.
+The listener serves probes and nothing else: bind it to loopback or a management network.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import socket
 import threading
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
 
 from sluicegate.errors import SluicegateError
 from streams.engine.status import InstanceStatus, describe, healthy, ready
@@ -41,7 +43,38 @@ def parse_address(text: str) -> tuple[str, int]:
     return (host.strip("[]") or "127.0.0.1"), number
 
 
-class _Server6(ThreadingHTTPServer):
+MAX_CONNECTIONS = 16
+"""Connections served at once; one more is closed unanswered. A thread serves each, so
+without a limit a client opening connections by the thousand would take threads (and
+memory) from the instance itself."""
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    block_on_close = False  # closing never waits for a slow client's thread
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        if not self._slots.acquire(blocking=False):
+            self.shutdown_request(request)
+            return
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self._slots.release()
+            raise
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self._slots.release()
+
+
+class _Server6(_Server):
     address_family = socket.AF_INET6
 
 
@@ -51,15 +84,12 @@ class HealthServer:
     def __init__(self, status: InstanceStatus, address: tuple[str, int]) -> None:
         self.status = status
         try:
-            server = (_Server6 if ":" in address[0] else ThreadingHTTPServer)(
-                address, _handler(status)
-            )
+            server = (_Server6 if ":" in address[0] else _Server)(address, _handler(status))
         except OSError as e:
             raise SluicegateError(
                 f"cannot serve the health probes on {address[0]}:{address[1]}: {e}; "
                 "choose another --health address"
             ) from e
-        server.daemon_threads = True
         self._server = server
         self._thread = threading.Thread(
             target=server.serve_forever, name="health", kwargs={"poll_interval": 0.5}

@@ -20,7 +20,7 @@ import pytest
 from sluicegate import cli
 from sluicegate.commands import engine
 from sluicegate.errors import SluicegateError
-from sluicegate.health import HealthServer, parse_address
+from sluicegate.health import MAX_CONNECTIONS, HealthServer, parse_address
 from streams.engine import processor as processor_module
 from streams.engine.processor import Processor
 from streams.engine.status import InstanceStatus, Phase
@@ -144,6 +144,29 @@ def test_hostile_bytes_get_a_400_and_the_probes_keep_answering(server: HealthSer
     # A client that connects and never sends holds one thread, not the server.
     with socket.create_connection(server.address, timeout=5):
         assert get(server, "/healthz")[0] == 200
+
+
+def test_connections_beyond_the_limit_are_closed_and_the_probes_come_back(
+    server: HealthServer,
+) -> None:
+    idle = [socket.create_connection(server.address, timeout=5) for _ in range(MAX_CONNECTIONS)]
+    try:
+        # Each idle connection holds a slot once the server accepted it.
+        wait_until(lambda: refused(server), timeout_s=10, interval_s=0.05)
+    finally:
+        for conn in idle:
+            conn.close()
+    wait_until(lambda: get_or_none(server) == 200, timeout_s=10, interval_s=0.05)
+
+
+def refused(server: HealthServer) -> bool:
+    """Whether a probe's connection is closed without an answer."""
+    with socket.create_connection(server.address, timeout=5) as raw:
+        raw.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        try:
+            return raw.recv(64) == b""
+        except ConnectionResetError:
+            return True
 
 
 @pytest.mark.parametrize(
