@@ -24,6 +24,7 @@ from sluicegate.health import MAX_CONNECTIONS, HealthServer, parse_address
 from streams.engine import processor as processor_module
 from streams.engine.processor import Processor
 from streams.engine.status import InstanceStatus, Phase
+from tests.support.clocks import ManualClock
 from tests.support.engine_toy import (
     Running,
     ToyApp,
@@ -35,21 +36,13 @@ from tests.support.engine_toy import (
 from tests.support.kafka import unique_settings, wait_until
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 500.0
-
-    def __call__(self) -> float:
-        return self.now
+@pytest.fixture()
+def clock() -> ManualClock:
+    return ManualClock(500.0)
 
 
 @pytest.fixture()
-def clock() -> Clock:
-    return Clock()
-
-
-@pytest.fixture()
-def status(clock: Clock) -> InstanceStatus:
+def status(clock: ManualClock) -> InstanceStatus:
     return InstanceStatus(stalled_after_s=30.0, clock=clock)
 
 
@@ -98,7 +91,7 @@ def test_ready_once_running_and_why_not_before(
 
 
 def test_a_running_loop_that_stalls_fails_liveness(
-    server: HealthServer, status: InstanceStatus, clock: Clock
+    server: HealthServer, status: InstanceStatus, clock: ManualClock
 ) -> None:
     status.enter(Phase.RESTORING)
     status.enter(Phase.RUNNING)

@@ -15,19 +15,12 @@ from streams.engine.status import (
     healthy,
     ready,
 )
+from tests.support.clocks import ManualClock
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-def status_in(phase: Phase, clock: Clock | None = None) -> InstanceStatus:
+def status_in(phase: Phase, clock: ManualClock | None = None) -> InstanceStatus:
     """A status brought to ``phase`` along allowed changes."""
-    status = InstanceStatus(stalled_after_s=60.0, clock=clock or Clock())
+    status = InstanceStatus(stalled_after_s=60.0, clock=clock or ManualClock())
     path = {
         Phase.STARTING: [],
         Phase.RESTORING: [Phase.RESTORING],
@@ -64,7 +57,7 @@ def test_a_stopped_instance_stays_stopped_and_keeps_why() -> None:
 
 
 def test_start_overs_in_a_row_reset_once_running() -> None:
-    clock = Clock()
+    clock = ManualClock()
     status = status_in(Phase.RUNNING, clock)
     for attempt in range(3):
         clock.now += 5
@@ -87,7 +80,7 @@ def test_ready_only_while_running() -> None:
 
 
 def test_a_running_loop_that_stops_coming_round_is_unhealthy() -> None:
-    clock = Clock()
+    clock = ManualClock()
     status = status_in(Phase.RUNNING, clock)
     status.holding((0, 2))
     status.came_round()
@@ -105,7 +98,7 @@ def test_a_running_loop_that_stops_coming_round_is_unhealthy() -> None:
 @pytest.mark.parametrize("phase", [Phase.STARTING, Phase.RESTORING, Phase.STARTING_OVER])
 def test_waiting_for_the_broker_is_healthy_however_long(phase: Phase) -> None:
     """A restarted process would wait for the same broker: restarting it does not help."""
-    clock = Clock()
+    clock = ManualClock()
     status = status_in(phase, clock)
     clock.now += 3600.0
     assert healthy(status.snapshot(), clock.now, 60.0)
@@ -120,7 +113,7 @@ def test_stopped_is_unhealthy() -> None:
 def test_any_sequence_of_requests_keeps_the_counts(requests: list[Phase]) -> None:
     """Whatever the engine asks, refused changes leave the status as it was, and the counts
     say how many start-overs were accepted, in all and since the last ``running``."""
-    status = InstanceStatus(stalled_after_s=60.0, clock=Clock())
+    status = InstanceStatus(stalled_after_s=60.0, clock=ManualClock())
     accepted_over = since_running = 0
     for phase in requests:
         before = status.snapshot()
