@@ -11,27 +11,28 @@ contender of every run reads those same records. Per run, each on fresh topics o
    (so it includes their start-up and group join) and stops when a read_committed consumer
    has seen the last delivery's outcome. Then the topics are read back and the counts checked
    (one outcome per delivery, one ``RunAdmitted`` per occurrence, one ``BranchLaunched`` per
-   run and slot); the first run also measures what admission wrote per delivery. Where the
-   core is compiled, one instance runs it from its Python source too (:mod:`bench.interpreted`),
-   timed and checked the same way.
+   run and slot); the first run also measures what admission wrote per delivery. With
+   ``BENCH_INTERPRETED=1``, where the core is compiled, one instance runs it from its Python
+   source too (:mod:`bench.interpreted`), timed and checked the same way: about 36 s a run,
+   off by default since 2026-12-04 to keep the whole benchmark within 20 minutes.
 2. The limit (:mod:`bench.limit`), writing per input what admission wrote per delivery.
    Its mirror, the ceiling (:mod:`bench.core_alone`, a process of its own): the admission
    core and the engine's decider alone, on one thread, state in a dict, nothing sent.
 3. Postgres ``INSERT ... ON CONFLICT DO NOTHING`` (:mod:`bench.pg_admission`): 1,000 per
    transaction, and one transaction per delivery from 4 connections on the first
-   ``BENCH_PG_EACH_DELIVERIES`` (default 50,000) deliveries: the rate of a transaction per
+   ``BENCH_PG_EACH_DELIVERIES`` (default 25,000) deliveries: the rate of a transaction per
    delivery does not depend on how many follow (side by side, 50,000 and 200,000 ran at
    1,288 to 1,549/s both), and the whole backlog took it 90 to 150 s of every run.
 4. DBOS Transact (:mod:`bench.dbos_admission`) on the first ``BENCH_DBOS_DELIVERIES``
-   (default 5,000) deliveries only: it is two orders of magnitude slower.
+   (default 2,500) deliveries only: it is two orders of magnitude slower (86/s, so 29 s a
+   run; 5,000 until 2026-12-04).
 
 After the timed runs, one extra run of ``BENCH_PROFILE_DELIVERIES`` (50,000) deliveries by
 one instance under py-spy (if installed; ``BENCH_PROFILE=0`` skips it) gives the note on
 what limits it; ``--profile-only`` does just that run and replaces its note in ``--out``.
 
 Other knobs: ``BENCH_PARTITIONS`` (default 6), ``BENCH_TIMEOUT_S`` per contender (600),
-``BENCH_SKIP`` (comma-separated contender keys: ``interpreted,limit,ceiling,pg,dbos``) for a
-quick look.
+``BENCH_SKIP`` (comma-separated contender keys: ``limit,ceiling,pg,dbos``) for a quick look.
 A contender whose counts are wrong is a failed run: its figure is left out and a note says so.
 """
 
@@ -50,7 +51,7 @@ from pathlib import Path
 
 import psycopg
 
-from bench import core_alone, limit, pg_admission
+from bench import limit, pg_admission
 from bench.admission_section import (
     CEILING,
     DBOS,
@@ -200,26 +201,19 @@ def the_limit(
         stage.close()
 
 
-def the_ceiling(backlog: Backlog, duplicates: float, timeout_s: float) -> float:
-    """The admission core alone (:mod:`bench.core_alone`), in a process of its own that plans
-    the same records again (checked by digest) and counts what it produced."""
-    command = [
-        sys.executable,
-        "-m",
-        "bench.core_alone",
-        "--deliveries",
-        str(len(backlog.deliveries)),
-        "--duplicates",
-        str(duplicates),
-        "--digest",
-        core_alone.digest(backlog),
-    ]
-    try:
-        done = subprocess.run(
-            command, cwd=ROOT, capture_output=True, text=True, timeout=timeout_s, check=False
-        )
-    except subprocess.TimeoutExpired:
-        raise TimeoutError(f"bench.core_alone ran longer than {timeout_s:.0f} s") from None
+def the_ceiling(backlog: Backlog, timeout_s: float) -> float:
+    """The admission core alone (:mod:`bench.core_alone`), in a process of its own that reads
+    the same records from a file and counts what it produced."""
+    with tempfile.TemporaryDirectory(prefix="bench-ceiling-") as folder:
+        path = Path(folder) / "backlog.bin"
+        backlog.save(path)
+        command = [sys.executable, "-m", "bench.core_alone", "--backlog", str(path)]
+        try:
+            done = subprocess.run(
+                command, cwd=ROOT, capture_output=True, text=True, timeout=timeout_s, check=False
+            )
+        except subprocess.TimeoutExpired:
+            raise TimeoutError(f"bench.core_alone ran longer than {timeout_s:.0f} s") from None
     if done.returncode == 3:
         raise CountsWrong(done.stderr.strip())
     if done.returncode != 0:
@@ -355,14 +349,15 @@ def measure(
     instances = [int(x) for x in os.environ.get("BENCH_INSTANCES", "1,2").split(",") if x]
     partitions = int(os.environ.get("BENCH_PARTITIONS", "6"))
     timeout_s = float(os.environ.get("BENCH_TIMEOUT_S", "600"))
-    dbos_n = int(os.environ.get("BENCH_DBOS_DELIVERIES", "5000"))
+    dbos_n = int(os.environ.get("BENCH_DBOS_DELIVERIES", "2500"))
     skip = set(os.environ.get("BENCH_SKIP", "").split(","))
+    interpreted_too = os.environ.get("BENCH_INTERPRETED", "0") == "1"
     dsn = os.environ.get(
         "SLUICEGATE_PG_DSN", "postgresql://sluicegate:sluicegate@127.0.0.1:5432/sluicegate"
     )
     backlog = plan(total, share)
     first = backlog.first(dbos_n)
-    pg_each = backlog.first(int(os.environ.get("BENCH_PG_EACH_DELIVERIES", "50000")))
+    pg_each = backlog.first(int(os.environ.get("BENCH_PG_EACH_DELIVERIES", "25000")))
     print(f"admission: {total:,} deliveries, {backlog.occurrences:,} occurrences", flush=True)
     results = results or Results()
     results.notes.append(
@@ -381,7 +376,7 @@ def measure(
         contenders = [
             (SLUICEGATE_1 if n == 1 else f"Sluicegate, {n} instances", n, False) for n in instances
         ]
-        if "interpreted" not in skip and native.mode() == "compiled":
+        if interpreted_too and native.mode() == "compiled":
             contenders.append((INTERPRETED, 1, True))
         for name, n, interpreted in contenders:
             if not wanted(name):
@@ -408,7 +403,7 @@ def measure(
                 lambda p=results.profile: the_limit(backlog, p, partitions, timeout_s),
             )
         if "ceiling" not in skip and wanted(CEILING):
-            attempt(results, CEILING, total, lambda: the_ceiling(backlog, share, timeout_s))
+            attempt(results, CEILING, total, lambda: the_ceiling(backlog, timeout_s))
         if "pg" not in skip and wanted(PG_EACH):
             attempt(
                 results,

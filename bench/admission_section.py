@@ -23,7 +23,7 @@ PG_BATCH = "Postgres ON CONFLICT, 1,000 per txn"
 DBOS = "DBOS Transact, 1 workflow per delivery"
 CEILING_NOTE = (
     "The ceiling (`bench/core_alone.py`), the limit's mirror: in a process of its own (which "
-    "plans the same records again and checks their digest), each "
+    "reads the same records from a file), each "
     "delivery decoded and decided the way the processor decides it (the app's "
     "`decode_input` and `to_command` and the engine's `Decider`: the stored state decoded, "
     "`decide`, `evolve`, each event and the new state encoded, the timer entries), with the "

@@ -9,27 +9,27 @@ Kafka client, no state store, no transaction: what one core can admit when only 
 costs anything. Between this ceiling and one processor instance is the engine's share
 (consuming, producing, RocksDB, committing); between this ceiling and the limit, deciding's.
 
-It runs as a process of its own (``python -m bench.core_alone --deliveries N --duplicates
-D --digest H``), as each processor instance does, so the benchmark process's heap and
-threads do not slow it: it plans the backlog again (planning is deterministic), refuses to
-run unless the digest of its records is the caller's (:func:`digest`), and prints the seconds
-as JSON. The records it produced are decoded after the clock stops and counted as every other
-contender's are (:mod:`bench.counts`); wrong counts exit with status 3.
+It runs as a process of its own (``python -m bench.core_alone --backlog FILE``), as each
+processor instance does, so the benchmark process's heap and threads do not slow it: it reads
+the caller's backlog from the file :meth:`~bench.backlog.Backlog.save` wrote (it planned the
+backlog again until 2026-12-04, about 6 s of every run) and prints the seconds as JSON. The
+records it produced are decoded after the clock stops and counted as every other contender's
+are (:mod:`bench.counts`); wrong counts exit with status 3.
 """
 
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import sys
 import time
 from collections.abc import Mapping
+from pathlib import Path
 from typing import cast
 
 from confluent_kafka import Message
 
-from bench.backlog import Backlog, plan
+from bench.backlog import Backlog
 from bench.counts import CountsWrong, counted, expect_outcomes
 from schemas.codec import decode
 from schemas.events import WorkflowRevised
@@ -97,25 +97,11 @@ def run(settings: Settings, backlog: Backlog) -> tuple[float, list[bytes | None]
     return time.perf_counter() - started, produced
 
 
-def digest(backlog: Backlog) -> str:
-    """SHA-256 over the backlog's encoded records: that two processes plan the same ones."""
-    h = hashlib.sha256(backlog.workflow_value)
-    for d in backlog.deliveries:
-        h.update(d.key)
-        h.update(d.value)
-    return h.hexdigest()
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.core_alone", description=__doc__)
-    parser.add_argument("--deliveries", type=int, required=True)
-    parser.add_argument("--duplicates", type=float, required=True)
-    parser.add_argument("--digest", required=True, help="digest() of the caller's backlog")
+    parser.add_argument("--backlog", type=Path, required=True, help="Backlog.save()'s file")
     args = parser.parse_args(argv)
-    backlog = plan(args.deliveries, args.duplicates)
-    if digest(backlog) != args.digest:
-        print("planned other records than the caller's backlog", file=sys.stderr)
-        return 2
+    backlog = Backlog.load(args.backlog)
     seconds, produced = run(load_settings({}), backlog)
     try:
         expect_outcomes(*counted(produced), backlog)

@@ -2,10 +2,15 @@
 
 ``python -m bench.latency --runs 3 --out docs/benchmarks/latency.json``
 
-Per run and offered rate (``BENCH_RATES``, default ``200,1000,5000`` deliveries/s), for
-``BENCH_LATENCY_SECONDS`` (default 10) seconds each, open-loop: every send time is fixed in
-advance (``start + i / rate``) and a latency is measured from that *scheduled* time, so a
-sender that falls behind shows up as latency instead of hiding it (no coordinated omission).
+Per run and offered rate (``BENCH_RATES``, default ``200,1000,5000`` deliveries/s), open-loop:
+every send time is fixed in advance (``start + i / rate``) and a latency is measured from that
+*scheduled* time, so a sender that falls behind shows up as latency instead of hiding it (no
+coordinated omission). Each rate is sent for long enough to give ``BENCH_LATENCY_SAMPLES``
+(default 5,000) records, at least ``BENCH_LATENCY_MIN_SECONDS`` (5) and at most
+``BENCH_LATENCY_SECONDS`` (10) seconds (:func:`bench.latency_tables.window_s`): 10 s at
+200/s (2,000 records), 5 s at 1,000/s and at 5,000/s. Until 2026-12-04 every rate ran
+10 s; the higher rates' extra records sharpened percentiles that 5,000 records already
+give, and cost about 2 of the benchmark's minutes.
 
 - **Webhook**: a real ``sluicegate ingest`` (HTTP server) and one ``sluicegate processor``,
   as separate processes, on fresh topics; a lean keep-alive client (:mod:`bench.http_client`)
@@ -44,6 +49,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
+import functools
 import os
 import threading
 import time
@@ -64,7 +70,7 @@ from bench.backlog import (
 from bench.cpu import of_pid
 from bench.latency_profile import PROFILE_NOTE, profile_notes
 from bench.latency_section import section
-from bench.latency_tables import Measured
+from bench.latency_tables import Measured, window_s
 from bench.results import replace_notes, write
 from bench.tails import Arrivals, behind_s, latencies_ms, settle, tail, tail_consumer
 from bench.webhook import on_fewer_partitions, serving, webhook
@@ -167,10 +173,15 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     stop_on_sigterm()
     partitions = int(os.environ.get("BENCH_PARTITIONS", "6"))
-    seconds = float(os.environ.get("BENCH_LATENCY_SECONDS", "10"))
+    window = functools.partial(
+        window_s,
+        longest=float(os.environ.get("BENCH_LATENCY_SECONDS", "10")),
+        shortest=float(os.environ.get("BENCH_LATENCY_MIN_SECONDS", "5")),
+        samples=int(os.environ.get("BENCH_LATENCY_SAMPLES", "5000")),
+    )
     profile_rate = float(os.environ.get("BENCH_PROFILE_RATE", "1000"))
     if args.profile_only:
-        notes = profile_notes(profile_rate, seconds, partitions)
+        notes = profile_notes(profile_rate, window(profile_rate), partitions)
         replace_notes(args.out, PROFILE_NOTE, notes)
         print("\n".join(notes))
         return 0
@@ -195,31 +206,32 @@ def main(argv: list[str] | None = None) -> int:
                 meter = servers.meter(gate=of_pid(gate.child.pid))
                 for rate in rates:
                     for kind, measured in (
-                        ("webhook", webhook(stage, servers, rate, seconds, meter)),
-                        ("bare", bare(stage, rate, seconds)),
-                        ("relay", relayed(stage, rate, seconds)),
+                        ("webhook", webhook(stage, servers, rate, window(rate), meter)),
+                        ("bare", bare(stage, rate, window(rate))),
+                        ("relay", relayed(stage, rate, window(rate))),
                     ):
                         kinds[kind][-1].append(measured)
                         print(f"  {kind} {rate:,.0f}/s: {measured.summary()}", flush=True)
                 if gate_rate > 0:  # BENCH_GATE_RATE=0 leaves the gate out
                     gate_latency.measure(stage, 20, 1, f"w{run}")  # warm-up
-                    gate_runs.append(gate_latency.measure(stage, gate_rate, seconds, f"r{run}"))
+                    gate_runs.append(
+                        gate_latency.measure(stage, gate_rate, window(gate_rate), f"r{run}")
+                    )
                     print(f"  gate {gate_rate:,.0f}/s: {gate_runs[-1].summary()}", flush=True)
             finally:
                 gate.close()
         if fewer > 0:  # BENCH_FEWER_PARTITIONS=1 measures on one partition per topic
-            fewer_runs.append(on_fewer_partitions(fewer, [r for r in rates if r <= 1000], seconds))
+            fewer_runs.append(on_fewer_partitions(fewer, [r for r in rates if r <= 1000], window))
     rendered = section(
         webhook_runs,
         bare_runs,
-        seconds,
         gate_runs,
         os.cpu_count() or 1,
         fewer=(fewer, fewer_runs) if fewer_runs else None,
         relay=relay_runs,
     )
     profiled = (
-        profile_notes(profile_rate, seconds, partitions)
+        profile_notes(profile_rate, window(profile_rate), partitions)
         if os.environ.get("BENCH_PROFILE", "1") != "0"
         else []
     )

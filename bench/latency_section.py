@@ -17,6 +17,7 @@ from bench.latency_tables import (
     rate_rows,
     spread_at,
     transactions_table,
+    windows_shown,
 )
 from bench.results import Cell, Section, Series, Table, Target, spread
 
@@ -87,7 +88,6 @@ def floor_shown(relay: list[list[Measured]] | None, bare_p99: float, allowed: fl
 def section(
     webhook: list[list[Measured]],
     bare: list[list[Measured]],
-    seconds: float,
     gate: list[Measured] | None = None,
     cores: int = 2,
     *,
@@ -157,9 +157,9 @@ def section(
             )
         )
     notes = [
-        f"Open-loop: {seconds:.0f} s per rate, send times fixed in advance and latency taken from "
-        "the scheduled time, so a sender that falls behind counts as latency. Every post is a "
-        "new occurrence (a RunAdmitted each).",
+        f"Open-loop: {windows_shown(webhook)}, send times fixed in advance and latency taken "
+        "from the scheduled time, so a sender that falls behind counts as latency. Every post "
+        "is a new occurrence (a RunAdmitted each).",
         "One `sluicegate ingest` and one `sluicegate processor` (default batch and commit "
         "interval), each its own process; the HTTP client and the read_committed tail "
         "consumers run in the benchmark process, on the same 2 cores. The client "
@@ -221,7 +221,8 @@ def section(
         notes.append(
             "The gate: one `sluicegate gate` process; each sample is its own decision scope, its "
             "CandidateProposed sent 0.5 s before the DispatchRequested whose latency is timed, "
-            f"{gate[0].rate:,.0f} requests/s offered for {seconds:.0f} s, open-loop."
+            f"{gate[0].rate:,.0f} requests/s offered for "
+            f"{gate[0].sent / gate[0].rate:.0f} s, open-loop."
         )
     series = []
     plotted = [("webhook", webhook), ("bare", bare)]

@@ -72,6 +72,21 @@ class Measured:
         return f"{shown}, {len(self.latencies_ms)} of {self.sent}{tail}"
 
 
+def window_s(rate: float, *, longest: float, shortest: float, samples: int) -> float:
+    """Seconds to send ``rate``/s for: long enough for ``samples`` records, within
+    [``shortest``, ``longest``] (``longest`` wins when the two cross)."""
+    return min(longest, max(shortest, samples / rate))
+
+
+def windows_shown(runs: list[list[Measured]]) -> str:
+    """How long each rate was sent, as measured (``sent / rate``): "10 s at 200/s, 5 s at
+    1,000/s" (one figure when every rate was sent equally long)."""
+    sent = {m.rate: m.sent / m.rate for run in runs for m in run}
+    if len({round(s, 1) for s in sent.values()}) == 1:
+        return f"{next(iter(sent.values())):.0f} s per rate"
+    return ", ".join(f"{s:.0f} s at {r:,.0f}/s" for r, s in sorted(sent.items()))
+
+
 def spread_at(runs: list[list[Measured]], rate: float, p: float) -> Spread | None:
     values = [m.at(p) for run in runs for m in run if m.rate == rate and m.latencies_ms]
     return spread(values) if values else None

@@ -21,7 +21,7 @@ import threading
 import time
 import urllib.request
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 
 import orjson
 
@@ -257,14 +257,17 @@ def serving(
         stage.close()
 
 
-def on_fewer_partitions(partitions: int, rates: list[float], seconds: float) -> list[Measured]:
+def on_fewer_partitions(
+    partitions: int, rates: list[float], window: Callable[[float], float]
+) -> list[Measured]:
     """The webhook measurement again on fresh topics of ``partitions`` partitions each, at
-    ``rates``: what the partitions a transaction touches cost its latency."""
+    ``rates``, each for ``window(rate)`` seconds: what the partitions a transaction touches
+    cost its latency."""
     measured: list[Measured] = []
     with serving(partitions) as (stage, servers):
         meter = servers.meter()
         for rate in rates:
-            measured.append(webhook(stage, servers, rate, seconds, meter))
+            measured.append(webhook(stage, servers, rate, window(rate), meter))
             print(
                 f"  webhook, {partitions} partition(s) per topic, {rate:,.0f}/s: "
                 f"{measured[-1].summary()}",

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from pathlib import Path
 
 import pytest
 
@@ -20,10 +21,10 @@ from bench.admission_section import (
     Results,
 )
 from bench.admission_section import section as admission_section
-from bench.backlog import new_stage_prefix, plan, stale_stage_topics
+from bench.backlog import Backlog, new_stage_prefix, plan, stale_stage_topics
 from bench.counts import CountsWrong, counted, expect_outcomes
 from bench.latency_section import section as latency_section
-from bench.latency_tables import Measured
+from bench.latency_tables import Measured, window_s, windows_shown
 from bench.limit import Output
 from bench.machine import Machine
 from bench.report import render_markdown
@@ -91,11 +92,30 @@ def measured(rate: float, base: float, missing: int = 0, late: float = 0.0) -> M
     return Measured(rate, 1000, [base + i / 100 for i in range(1000 - missing)], missing, late)
 
 
+def test_each_rate_is_sent_long_enough_for_its_samples_within_the_bounds() -> None:
+    def window(rate: float) -> float:
+        return window_s(rate, longest=10.0, shortest=5.0, samples=5000)
+
+    assert window(200) == 10.0  # 2,000 records: the longest allowed
+    assert window(1000) == 5.0
+    assert window(5000) == 5.0  # 25,000 records: the shortest allowed
+    assert window(625) == 8.0
+    assert window_s(1000, longest=3.0, shortest=5.0, samples=5000) == 3.0  # a quick look
+
+
+def test_the_note_says_how_long_each_rate_was_sent() -> None:
+    long_low = [[Measured(200, 2000, [], 0, 0.0), Measured(1000, 5000, [], 0, 0.0)]]
+    assert windows_shown(long_low) == "10 s at 200/s, 5 s at 1,000/s"
+    assert windows_shown([[Measured(200, 2000, [], 0, 0.0)]]) == "10 s per rate"
+    s = latency_section(long_low, long_low)
+    assert s.notes[0].startswith("Open-loop: 10 s at 200/s, 5 s at 1,000/s, send times")
+
+
 def test_latency_percentiles_ratio_target_and_sustained_marks() -> None:
     webhook = [[measured(200, 5), measured(1000, 8)] for _ in range(3)]
     bare = [[measured(200, 2), measured(1000, 3)] for _ in range(3)]
     webhook[0][1] = measured(1000, 8, missing=1)
-    s = latency_section(webhook, bare, seconds=5)
+    s = latency_section(webhook, bare)
     (target,) = s.targets
     # webhook p99 at 1,000/s is 8 + 9.9 = 17.9 ms; bare 3 + 9.9 = 12.9 ms: within 3 x
     assert target.met
@@ -113,7 +133,7 @@ def test_latency_percentiles_ratio_target_and_sustained_marks() -> None:
 
 def test_refusals_count_as_never_arrived_and_say_so() -> None:
     refused = Measured(1000, 1000, [1.0] * 990, 10, 0.0, refused=10)
-    s = latency_section([[refused]], [[measured(1000, 1)]], seconds=1)
+    s = latency_section([[refused]], [[measured(1000, 1)]])
     assert s.tables[0].rows[0][4] == "0 of 1 (achieved 1,000/s)"
     assert s.tables[0].rows[0][5] == "10 (10 refused)"
     assert "10 refused" in refused.summary()
@@ -133,7 +153,7 @@ def test_the_cpu_each_process_used_is_tabled_per_rate() -> None:
 
     webhook = [[used(200, 0.2), used(1000, 0.5)], [used(200, 0.2), used(1000, 0.6)]]
     bare = [[measured(200, 2), measured(1000, 3)] for _ in range(2)]
-    s = latency_section(webhook, bare, seconds=5, cores=2)
+    s = latency_section(webhook, bare, cores=2)
     table = next(t for t in s.tables if t.title.startswith("CPU used"))
     rows = {row[0]: row for row in table.rows}
     assert rows["1,000"][1] == "0.55"  # the median of the two runs
@@ -141,7 +161,7 @@ def test_the_cpu_each_process_used_is_tabled_per_rate() -> None:
     assert rows["1,000"][-1] == "1.95 of 2"
     assert "cores: ingest 0.50" in webhook[0][1].summary()
     # Without CPU figures (another machine, or older results) there is no such table.
-    assert not any(t.title.startswith("CPU") for t in latency_section(bare, bare, 5).tables)
+    assert not any(t.title.startswith("CPU") for t in latency_section(bare, bare).tables)
 
 
 def test_transactions_and_the_broker_cpu_each_costs_are_tabled_per_rate() -> None:
@@ -158,7 +178,7 @@ def test_transactions_and_the_broker_cpu_each_costs_are_tabled_per_rate() -> Non
     webhook = [[counted(200, 250, 0.7), counted(1000, 40, 0.8)] for _ in range(3)]
     # A rate the sender could not keep took longer than planned: its own window counts.
     webhook[2][1] = dataclasses.replace(webhook[2][1], counted_s=2.0, transactions=80)
-    s = latency_section(webhook, webhook, seconds=5)
+    s = latency_section(webhook, webhook)
     table = next(t for t in s.tables if t.title.startswith("The processor's transactions"))
     rows = {row[0]: row for row in table.rows}
     assert rows["200"][1:] == ["50 (50 to 50)", "4.0 (4.0 to 4.0)", "14.0 ms (14.0 to 14.0)"]
@@ -167,7 +187,7 @@ def test_transactions_and_the_broker_cpu_each_costs_are_tabled_per_rate() -> Non
     # Results without counters (older runs, or a processor that did not answer) have no table.
     assert not any(
         t.title.startswith("The processor's")
-        for t in latency_section([[measured(200, 5)]], [[measured(200, 2)]], 5).tables
+        for t in latency_section([[measured(200, 5)]], [[measured(200, 2)]]).tables
     )
 
 
@@ -184,7 +204,7 @@ def test_the_webhook_answer_is_tabled_beside_the_visible_latency() -> None:
     webhook = [[answered(200, 2, 0.2), answered(1000, 8, 0.5)] for _ in range(3)]
     webhook[1][1] = answered(1000, 6, 0.6)
     bare = [[measured(200, 2), measured(1000, 3)] for _ in range(3)]
-    s = latency_section(webhook, bare, seconds=5)
+    s = latency_section(webhook, bare)
     table = next(t for t in s.tables if t.title.startswith("Webhook POST to its answer"))
     rows = {row[0]: row for row in table.rows}
     # answers 2..11.99 ms at 200/s: p50 7.0 ms against 15.0 ms visible
@@ -197,8 +217,7 @@ def test_the_webhook_answer_is_tabled_beside_the_visible_latency() -> None:
     assert any(n.startswith("Answers: the time from each post's") for n in s.notes)
     # Older results (no answers recorded) have no such table.
     assert not any(
-        t.title.startswith("Webhook POST to its answer")
-        for t in latency_section(bare, bare, 5).tables
+        t.title.startswith("Webhook POST to its answer") for t in latency_section(bare, bare).tables
     )
 
 
@@ -236,7 +255,7 @@ def test_the_webhook_on_fewer_partitions_gets_its_own_tables_and_note() -> None:
     webhook = [[measured(200, 30), measured(1000, 200)] for _ in range(3)]
     bare = [[measured(200, 2), measured(1000, 3)] for _ in range(3)]
     fewer = [[counted(200, 15, 500), counted(1000, 40, 100)] for _ in range(3)]
-    s = latency_section(webhook, bare, seconds=5, fewer=(1, fewer))
+    s = latency_section(webhook, bare, fewer=(1, fewer))
     latency = next(t for t in s.tables if t.title.endswith("1 partition per topic"))
     assert {row[0]: row[1] for row in latency.rows} == {
         "200": "20.0 ms (20.0 to 20.0)",
@@ -249,14 +268,14 @@ def test_the_webhook_on_fewer_partitions_gets_its_own_tables_and_note() -> None:
     # The target stays the default deployment's.
     (target,) = s.targets
     assert target.measured.startswith("209.9 ms")
-    assert not any("per topic" in t.title for t in latency_section(webhook, bare, 5).tables)
+    assert not any("per topic" in t.title for t in latency_section(webhook, bare).tables)
 
 
 def test_the_exactly_once_floor_gets_its_table_ratios_note_and_a_word_in_the_target() -> None:
     webhook = [[measured(200, 30), measured(1000, 140)] for _ in range(3)]
     bare = [[measured(200, 2), measured(1000, 3)] for _ in range(3)]
     relay = [[measured(200, 20), measured(1000, 100)] for _ in range(3)]
-    s = latency_section(webhook, bare, seconds=5, relay=relay)
+    s = latency_section(webhook, bare, relay=relay)
     floor = next(t for t in s.tables if t.title.startswith("Exactly-once floor"))
     assert {row[0]: row[2] for row in floor.rows} == {
         "200": "29.9 ms (29.9 to 29.9)",
@@ -273,7 +292,7 @@ def test_the_exactly_once_floor_gets_its_table_ratios_note_and_a_word_in_the_tar
     )
     assert any(n.startswith("Exactly-once floor (`bench/relay.py`)") for n in s.notes)
     assert any(series.label == "exactly-once floor p99" for series in s.series)
-    without = latency_section(webhook, bare, seconds=5)
+    without = latency_section(webhook, bare)
     assert not any(
         t.title.startswith(("Exactly-once", "Webhook / exactly")) for t in without.tables
     )
@@ -281,11 +300,13 @@ def test_the_exactly_once_floor_gets_its_table_ratios_note_and_a_word_in_the_tar
 
 
 def test_the_ceiling_admits_with_the_real_core_and_its_counts_are_checked(
-    capsys: pytest.CaptureFixture[str],
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     backlog = plan(400, 0.25)
-    digest = core_alone.digest(backlog)
-    assert core_alone.main(["--deliveries", "400", "--duplicates", "0.25", "--digest", digest]) == 0
+    saved = tmp_path / "backlog.bin"
+    backlog.save(saved)
+    assert Backlog.load(saved) == backlog
+    assert core_alone.main(["--backlog", str(saved)]) == 0
     assert json.loads(capsys.readouterr().out)["seconds"] > 0  # exit 0: every count exact
     _seconds, produced = core_alone.run(load_settings({}), backlog)
     outcomes, admitted, launches = counted(produced)
@@ -295,9 +316,10 @@ def test_the_ceiling_admits_with_the_real_core_and_its_counts_are_checked(
     lost = dataclasses.replace(backlog, deliveries=backlog.deliveries[:-1])
     with pytest.raises(CountsWrong, match="outcomes"):
         expect_outcomes(*counted(produced), lost)
-    # Other records than the caller's (another seed plans other deliveries): refused.
-    other = core_alone.digest(plan(400, 0.25, seed=13))
-    assert core_alone.main(["--deliveries", "400", "--duplicates", "0.25", "--digest", other]) == 2
+    # A backlog whose outcomes cannot add up (a delivery listed twice): counts wrong, exit 3.
+    doubled = dataclasses.replace(backlog, deliveries=[*backlog.deliveries, backlog.deliveries[0]])
+    doubled.save(saved)
+    assert core_alone.main(["--backlog", str(saved)]) == 3
 
 
 def test_the_ceiling_gets_its_row_ratio_and_note() -> None:
