@@ -63,7 +63,7 @@ test: up lint typecheck
 	$(BIN)/python -m pytest -q -p no:cacheprovider -p tests.support.interpreted $(INTERPRETED_TESTS)
 	$(BIN)/python -m pytest -q -p no:cacheprovider --durations=20 tests $(PYTEST_ARGS)
 
-# Not part of `make test`: 22 to 30 minutes on 2 cores; writes docs/benchmarks.md and .png.
+# Not part of `make test`: about 16 minutes on 2 cores (README, "Benchmarks"); writes docs/benchmarks.md and .png.
 $(BIN)/.bench-installed: pyproject.toml $(BIN)/.installed
 	$(BIN)/pip install -q -e '.[dev,faust,bench]'
 	@touch $@
