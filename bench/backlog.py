@@ -98,8 +98,10 @@ class _Planned(Delivery):
     admission_key_source: str
 
 
-def plan(total: int, duplicates: float, seed: int = 12) -> Backlog:
-    """``total`` encoded deliveries, ``duplicates`` of them repeats of earlier occurrences."""
+def plan(total: int, duplicates: float, seed: int = 12, tag: str = "") -> Backlog:
+    """``total`` encoded deliveries, ``duplicates`` of them repeats of earlier occurrences;
+    ``tag`` goes into every event and delivery id, so that backlogs of different tags share
+    no occurrence."""
     document = tomllib.loads(WORKFLOW_FILE.read_text())
     # Nobody completes the branches here: a timeout inside the run would add relaunches
     # (timers, BranchRelaunched) to what is measured as admission.
@@ -117,12 +119,12 @@ def plan(total: int, duplicates: float, seed: int = 12) -> Backlog:
         if repeat:
             body = candle(rng.choice(sent).admission_key_source)
         else:
-            body = candle(f"evt-{fresh:07d}")
+            body = candle(f"evt-{tag}{fresh:07d}")
             fresh += 1
         taken = intake(
             body,
             workflow,
-            delivery_id=f"d-{n:07d}",
+            delivery_id=f"d-{tag}{n:07d}",
             received_at_ms=RECEIVED_AT_MS,
             channel="publish",
             now_ms=RECEIVED_AT_MS,
@@ -204,6 +206,27 @@ def remove_stale_stages(settings: Settings) -> int:
     return len(names)
 
 
+def produce_backlog(settings: Settings, backlog: Backlog, topic: str | None = None) -> None:
+    """The workflow, then every delivery to ``topic`` (default: the deployment's deliveries),
+    acks=all and idempotent, all acknowledged."""
+    producer = Producer(
+        settings.producer_config(**{"enable.idempotence": True, "acks": "all", "linger.ms": 20})
+    )
+    producer.produce(
+        settings.topic(WORKFLOWS), key=backlog.workflow_key, value=backlog.workflow_value
+    )
+    target = topic or settings.topic(DELIVERIES)
+    for d in backlog.deliveries:
+        while True:
+            try:
+                producer.produce(target, key=d.key, value=d.value)
+                break
+            except BufferError:
+                producer.poll(0.05)
+    if producer.flush(120) != 0:
+        raise RuntimeError("the backlog was not acknowledged within 120 s")
+
+
 class Stage:
     """One run's fresh topics (prefix ``bench-<hex>.``), workflow and state directory."""
 
@@ -229,24 +252,7 @@ class Stage:
 
     def produce(self, backlog: Backlog, topic: str | None = None) -> None:
         """The workflow, then every delivery (acks=all, idempotent), all acknowledged."""
-        producer = Producer(
-            self.settings.producer_config(
-                **{"enable.idempotence": True, "acks": "all", "linger.ms": 20}
-            )
-        )
-        producer.produce(
-            self.settings.topic(WORKFLOWS), key=backlog.workflow_key, value=backlog.workflow_value
-        )
-        target = topic or self.settings.topic(DELIVERIES)
-        for d in backlog.deliveries:
-            while True:
-                try:
-                    producer.produce(target, key=d.key, value=d.value)
-                    break
-                except BufferError:
-                    producer.poll(0.05)
-        if producer.flush(120) != 0:
-            raise RuntimeError("the backlog was not acknowledged within 120 s")
+        produce_backlog(self.settings, backlog, topic)
 
     def close(self) -> None:
         admin = AdminClient(self.settings.kafka_config())

@@ -103,3 +103,11 @@ def test_the_report_line_comes_with_the_rss_sampled_until_it() -> None:
         child.wait(10)
     assert line.strip() == '{"restored": 1}'
     assert largest >= 40
+
+
+def test_the_admission_on_top_of_the_retained_records_has_its_column() -> None:
+    measured = sizes(110.0)
+    measured[1].admit_rate = [12000.0, 11000.0, 13000.0]
+    rows = section(measured, 1000, [1000, 5000]).tables[0].rows
+    assert rows[0][-2] == "-"  # not measured for that size
+    assert rows[1][-2] == "12,000 (11,000 to 13,000)"
