@@ -18,12 +18,20 @@ from __future__ import annotations
 import logging
 import shutil
 from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from rocksdict import Rdict, WriteBatch
 
 from streams.engine.heap import RELEASE
-from streams.engine.rocks import NO_WAL, store_options
+from streams.engine.rocks import (
+    BULK_LEVEL0_FILES,
+    BULK_LOAD,
+    LEVEL0_COMPACTION_TRIGGER,
+    NO_WAL,
+    USUAL,
+    store_options,
+)
 
 log = logging.getLogger("sluicegate.processor")
 
@@ -79,6 +87,8 @@ class PartitionStore:
         self.path = path
         self._db = Rdict(str(path), options=store_options())
         self._buffer: dict[str, bytes | None] = {}
+        self._bulk_level0_files = 0
+        """While a bulk load runs, the level-0 files at which :meth:`write` compacts (else 0)."""
         self._open = True
         RELEASE.hold()  # RocksDB's threads free memory from now on: see heap.py
 
@@ -123,8 +133,43 @@ class PartitionStore:
         return WriteBatch(raw_mode=True)
 
     def write(self, batch: WriteBatch) -> None:
-        """Write ``batch`` to RocksDB at once (no write-ahead log, see ``rocks.py``)."""
+        """Write ``batch`` to RocksDB at once (no write-ahead log, see ``rocks.py``); in a
+        bulk load, compact first once its level-0 files have piled up to its limit."""
+        if self._bulk_level0_files and self.level0_files() >= self._bulk_level0_files:
+            self.compact()
         self._db.write(batch, NO_WAL)
+
+    @contextmanager
+    def bulk_load(self, level0_files: int = BULK_LEVEL0_FILES) -> Iterator[None]:
+        """Write inside as one bulk load (a restore), then leave nothing to compact.
+
+        Inside, RocksDB compacts nothing by itself and never slows or stops writes for its
+        level-0 files (``rocks.BULK_LOAD``); :meth:`write` compacts everything whenever
+        ``level0_files`` have piled up. Leaving normally, if ``LEVEL0_COMPACTION_TRIGGER``
+        level-0 files or more are left (:meth:`flush` first to count what the memtables
+        hold), the whole store is compacted before the usual options return: the store is
+        then at least as compact as automatic compactions would have left it, and none
+        runs after (while deciding, or while memory is measured). Leaving on an error, the
+        usual options return at once and RocksDB compacts in the background, as after any
+        writes.
+        """
+        self._db.set_options(BULK_LOAD)
+        self._bulk_level0_files = level0_files
+        try:
+            yield
+            if self.level0_files() >= LEVEL0_COMPACTION_TRIGGER:
+                self.compact()
+        finally:
+            self._bulk_level0_files = 0
+            self._db.set_options(USUAL)
+
+    def level0_files(self) -> int:
+        """How many SST files level 0 holds (each one of a memtable flush)."""
+        return int(self._db.property_int_value("rocksdb.num-files-at-level0") or 0)
+
+    def compact(self) -> None:
+        """Compact the whole store now (waits for it)."""
+        self._db.compact_range(None, None)
 
     def flush(self) -> int:
         """Flush the memtables to SST files and wait; the sequence number they end at.
