@@ -5,12 +5,20 @@ from __future__ import annotations
 
 import random
 import re
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from streams.engine.rocks import LEVEL0_COMPACTION_TRIGGER, LEVEL0_STOP
 from streams.engine.store import PartitionStore
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[PartitionStore]:
+    opened = PartitionStore(tmp_path / "p0", fresh=True)
+    yield opened
+    opened.close()
 
 
 def _write_file(store: PartitionStore, rng: random.Random, written: dict[bytes, bytes]) -> None:
@@ -41,54 +49,44 @@ def _read_all(store: PartitionStore, written: dict[bytes, bytes]) -> None:
 
 
 def test_a_bulk_load_compacts_nothing_until_it_ends_and_leaves_nothing_to_compact(
-    tmp_path: Path,
+    store: PartitionStore,
 ) -> None:
-    store = PartitionStore(tmp_path / "p0", fresh=True)
     rng, written = random.Random(1), dict[bytes, bytes]()
-    try:
-        assert _option(store, "disable_auto_compactions") == "false"
-        with store.bulk_load():
-            assert _option(store, "disable_auto_compactions") == "true"
-            assert int(_option(store, "level0_stop_writes_trigger")) > LEVEL0_STOP
-            for _ in range(LEVEL0_COMPACTION_TRIGGER + 3):
-                _write_file(store, rng, written)
-            # Automatically, the fourth file would have started a compaction of them all.
-            assert store.level0_files() == LEVEL0_COMPACTION_TRIGGER + 3
-            sequence = store.sequence()
-        assert store.level0_files() == 0
-        assert store.sequence() == sequence  # what a checkpoint records is unchanged
-        assert _option(store, "disable_auto_compactions") == "false"
-        assert int(_option(store, "level0_stop_writes_trigger")) == LEVEL0_STOP
-        _read_all(store, written)
-    finally:
-        store.close()
-
-
-def test_a_bulk_load_compacts_whenever_its_level0_files_reach_its_limit(tmp_path: Path) -> None:
-    store = PartitionStore(tmp_path / "p0", fresh=True)
-    rng, written = random.Random(2), dict[bytes, bytes]()
-    try:
-        with store.bulk_load(level0_files=3):
-            for _ in range(3):
-                _write_file(store, rng, written)
-            assert store.level0_files() == 3
-            _write_file(store, rng, written)  # compacts the three, then writes and flushes
-            assert store.level0_files() == 1
-        assert store.level0_files() == 1  # fewer than a compaction waits for: left as is
-        _read_all(store, written)
-    finally:
-        store.close()
-
-
-def test_a_bulk_load_that_fails_gives_the_usual_options_back(tmp_path: Path) -> None:
-    store = PartitionStore(tmp_path / "p0", fresh=True)
-    rng, written = random.Random(3), dict[bytes, bytes]()
-    try:
-        with pytest.raises(RuntimeError, match="broker gone"), store.bulk_load():
+    assert _option(store, "disable_auto_compactions") == "false"
+    with store.bulk_load():
+        assert _option(store, "disable_auto_compactions") == "true"
+        assert int(_option(store, "level0_stop_writes_trigger")) > LEVEL0_STOP
+        for _ in range(LEVEL0_COMPACTION_TRIGGER + 3):
             _write_file(store, rng, written)
-            raise RuntimeError("broker gone")
-        assert _option(store, "disable_auto_compactions") == "false"
-        assert int(_option(store, "level0_slowdown_writes_trigger")) < LEVEL0_STOP
-        _read_all(store, written)
-    finally:
-        store.close()
+        # Automatically, the fourth file would have started a compaction of them all.
+        assert store.level0_files() == LEVEL0_COMPACTION_TRIGGER + 3
+        sequence = store.sequence()
+    assert store.level0_files() == 0
+    assert store.sequence() == sequence  # what a checkpoint records is unchanged
+    assert _option(store, "disable_auto_compactions") == "false"
+    assert int(_option(store, "level0_stop_writes_trigger")) == LEVEL0_STOP
+    _read_all(store, written)
+
+
+def test_a_bulk_load_compacts_whenever_its_level0_files_reach_its_limit(
+    store: PartitionStore,
+) -> None:
+    rng, written = random.Random(2), dict[bytes, bytes]()
+    with store.bulk_load(level0_files=3):
+        for _ in range(3):
+            _write_file(store, rng, written)
+        assert store.level0_files() == 3
+        _write_file(store, rng, written)  # compacts the three, then writes and flushes
+        assert store.level0_files() == 1
+    assert store.level0_files() == 1  # fewer than a compaction waits for: left as is
+    _read_all(store, written)
+
+
+def test_a_bulk_load_that_fails_gives_the_usual_options_back(store: PartitionStore) -> None:
+    rng, written = random.Random(3), dict[bytes, bytes]()
+    with pytest.raises(RuntimeError, match="broker gone"), store.bulk_load():
+        _write_file(store, rng, written)
+        raise RuntimeError("broker gone")
+    assert _option(store, "disable_auto_compactions") == "false"
+    assert int(_option(store, "level0_slowdown_writes_trigger")) < LEVEL0_STOP
+    _read_all(store, written)
