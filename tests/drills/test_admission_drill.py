@@ -27,6 +27,8 @@ from projections.projector import Projector
 from schemas.codec import decode
 from schemas.events import BranchLaunched, RunAdmitted
 from streams.adapters.deliveries import DeliveryProducer
+from streams.engine.store import PartitionStore, state_key, timer_key
+from streams.kafka.clients import transactional_producer
 from streams.settings import Settings
 from tests.support.admission import OUTCOMES, AdmissionHarness, candle, delivery_for
 from tests.support.drills import stopped
@@ -388,6 +390,84 @@ def test_a_processor_rides_out_a_broker_restart(
     assert processor.log_mentions("restarts=1 ", after=0)
     print(f"\ndrill broker restart: {counts}", file=sys.stderr)
     assert counts["runs_admitted"] == len(stream.keys)
+
+
+RESTORE_RECORDS = 400_000
+"""Changelog records (states and their timers) the broker-outage-mid-restore drill restores."""
+
+
+def test_a_processor_rides_out_a_broker_restart_in_the_middle_of_a_restore(
+    drill_harness: AdmissionHarness, tmp_path: Path
+) -> None:
+    """The broker stops while a processor restores a large state and comes back: the store
+    ends up holding every record of the changelog (the restore goes on, or starts over), the
+    processor does not exit, and the backlog behind it is admitted exactly once.
+
+    The processor is frozen (SIGSTOP) as soon as its store holds a first file, so the broker
+    goes away mid-restore however fast this machine restores; it runs on, broker-less, while
+    the broker starts again."""
+    settings = drill_harness.settings
+    written = write_changelog(settings, RESTORE_RECORDS)
+    stream = Stream(drill_harness, plan(5_000, 0.25, seed=17), rate=1_000_000)
+    stream.thread.start()
+    assert stream.done.wait(120)
+    processor = ProcessorProcess(settings, "restore-outage", tmp_path)
+    processor.start()
+    state = Path(settings.state_dir)
+    try:
+        wait_until(lambda: any(state.rglob("*.sst")), timeout_s=60, interval_s=0.01)
+        processor.pause()
+        assert not processor.log_mentions("restored", after=0), "restored before the outage"
+        broker("down")
+        try:
+            processor.resume()
+        finally:
+            broker("up")
+        counts = verify(drill_harness, stream)
+        assert processor.alive(), "the processor exited instead of waiting for the broker"
+        assert processor.log_mentions(f"restored {written} records", after=0)
+    finally:
+        processor.resume()
+        processor.stop()
+    store = PartitionStore(next(state.rglob("p0")), fresh=False)
+    try:
+        assert store.count(state_key(RESTORED_KEY)) == written // 2
+    finally:
+        store.close()
+    print(f"\ndrill broker restart mid-restore: {written} records; {counts}", file=sys.stderr)
+    assert counts["runs_admitted"] == len(stream.keys)
+
+
+RESTORED_KEY = "drill-restored/"
+"""The prefix of the occurrences the restore drill's changelog holds (none is ever decided)."""
+
+
+def write_changelog(settings: Settings, records: int) -> int:
+    """``records`` admission changelog records in partition 0, in committed transactions of
+    1,000 as the processor writes them: states of occurrences no delivery names (opaque
+    bytes: a restore copies them, nothing decodes them) and their timers, ten years ahead."""
+    producer = transactional_producer(
+        settings, transactional_id=f"{settings.topic_prefix}drill-changelog", client_id="drill"
+    )
+    producer.init_transactions(30)
+    topic = settings.topic_named("admission-changelog")
+    due = int(time.time() * 1000) + 10 * 365 * 86_400_000
+    value = random.Random(5).randbytes(850)
+    for start in range(0, records, 1000):
+        producer.begin_transaction()
+        for n in range(start, min(start + 1000, records)):
+            key = f"{RESTORED_KEY}{n // 2}"
+            record = state_key(key) if n % 2 == 0 else timer_key(due, key)
+            while True:
+                try:
+                    producer.produce(
+                        topic, key=record.encode(), value=value if n % 2 == 0 else b"", partition=0
+                    )
+                    break
+                except BufferError:
+                    producer.poll(0.05)
+        producer.commit_transaction(60)
+    return records
 
 
 def broker(command: str) -> None:
