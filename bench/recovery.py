@@ -85,25 +85,19 @@ RESTORE_PROFILE = (
 )
 
 RSS_DIAGNOSIS = (
-    "Since 2026-12-05 a restore compacts nothing until it ends and then compacts the whole "
-    "store once (streams/engine/store.py, PartitionStore.bulk_load), so the processor starts "
-    "on a compacted store, no compaction runs in the 3 s the target samples, and its RSS then"
-    " is its RSS at rest, the same in every run. What separates the sizes is the block cache:"
-    " RocksDB loads the 4 KiB index and filter pieces of a file as it opens it, about 16 MiB "
-    "for the two files of 1,000,000 compacted records and more than the cache's 32 MiB cap "
-    "for 5,000,000 (rocksdb.block-cache-usage 16.0 and 31.9 MiB, a store written directly, "
-    "single runs), so RSS grows with the state until the cache is full and little after (the "
-    "pinned top level of each file's pieces): 93 MiB with 5,000,000 records, 101 MiB with "
-    "20,000,000 (one run, 2026-12-05). A 16 MiB cap meets the target (71 and 76 MiB, +7%, "
-    "2026-12-05 01:19 to 01:27), but a clean restart then admitted on top of 5,000,000 "
-    "records at 12,004/s (11,416 to 12,129) against 12,472/s (12,360 to 12,947) in alternated"
-    " runs: not adopted. Before, with automatic compactions during the restore, the cache was"
-    " full at both sizes and the target's samples met the compaction that followed the "
-    "restore (10 to 15 MiB more while it ran): +3% to +27% from run to run on 2026-12-04. The"
-    " rest (Python, librdkafka, thread stacks, 29 MiB of shared libraries) does not depend on"
-    " the state. Tried and not adopted: 16 KiB data blocks (a lookup that meets a block reads"
-    " four times as much), no compaction readahead (largest RSS 91 against 97 MiB, one run "
-    "each: inside the noise)."
+    "A restore compacts nothing until it ends and then compacts the whole store once "
+    "(streams/engine/store.py, PartitionStore.bulk_load), so no compaction runs in the 3 s "
+    "the target samples and RSS then is RSS at rest. What separates the sizes is the block "
+    "cache: the index and filter pieces of the files a restore's compaction writes are "
+    "cached as it writes them, about 2.2 MiB for 1,000,000 records and 11 MiB for 5,000,000 "
+    "with 32 KiB data blocks (a store written directly, 2026-12-05), up to the cache's 32 "
+    "MiB cap for larger stores. Until 2026-12-05 (4 KiB data blocks, and the pieces of the "
+    "files the compaction deleted left in the cache) that was 16.0 MiB and the full 31.9 "
+    "MiB: 71 and 93 MiB, +31%. Under load both sizes fill the cache with data blocks: the "
+    "RSS after admitting is about the same at both. The rest (Python, librdkafka, thread "
+    "stacks, 29 MiB of shared libraries) does not depend on the state. Tried and not "
+    "adopted: a 16 MiB cache cap (71 and 76 MiB with the 4 KiB blocks, but admission on top "
+    "of 5,000,000 records 4% slower), no compaction readahead (inside the noise)."
 )
 
 
@@ -125,6 +119,8 @@ class Size:
     admit_rate: list[float] = field(default_factory=list)
     """Deliveries/s a clean restart admitted on top of the retained records; not measured:
     empty."""
+    admit_rss_mib: list[float] = field(default_factory=list)
+    """RSS once that restart had admitted them; not measured: empty."""
 
 
 def env_for(settings: Settings) -> dict[str, str]:
@@ -210,6 +206,8 @@ class ChildRun:
     """The largest RSS over :data:`SETTLE_S` once at rest; None: it never was."""
     admit_s: float | None = None
     """Seconds from its assignment until the outcomes it was to admit were visible."""
+    admitted_rss: float | None = None
+    """The largest RSS over :data:`SETTLE_S` once they were."""
 
 
 def read_report(child: subprocess.Popen[str]) -> tuple[str, float]:
@@ -242,10 +240,11 @@ def run_child(
         if not line:
             raise RuntimeError(f"the processor exited ({child.wait()}) before its assignment")
         report: dict[str, float] = json.loads(line)
-        admit_s = None
+        admit_s = admitted_rss = None
         if admitting is not None:
             assigned = time.monotonic()
             admit_s = admitting.wait(ADMIT_TIMEOUT_S) - assigned
+            admitted_rss = largest_rss(child, SETTLE_S)
         peak, at_rest = 0.0, None
         if memory:
             peak = largest_rss(child, SETTLE_S)
@@ -253,7 +252,7 @@ def run_child(
         child.send_signal(signal.SIGTERM)
         if child.wait(120) != 0:
             raise RuntimeError(f"the processor exited with {child.returncode}")
-        return ChildRun(report, restoring, peak, at_rest, admit_s)
+        return ChildRun(report, restoring, peak, at_rest, admit_s, admitted_rss)
     finally:
         if child.poll() is None:
             child.kill()
@@ -291,17 +290,20 @@ def measure(settings: Settings, size: Size, runs: int, admit: int = 0) -> None:
             file=sys.stderr,
         )
     for run in range(runs if admit else 0):
-        size.admit_rate.append(admitted(settings, size, admit, run))
+        rate, rss = admitted(settings, size, admit, run)
+        size.admit_rate.append(rate)
+        size.admit_rss_mib.append(rss)
         print(
             f"{size.records:,} records retained, run {run + 1}: a clean restart admitted "
-            f"{admit:,} deliveries at {size.admit_rate[-1]:,.0f}/s",
+            f"{admit:,} deliveries at {rate:,.0f}/s, RSS then {rss:.0f} MiB",
             file=sys.stderr,
         )
 
 
-def admitted(settings: Settings, size: Size, admit: int, run: int) -> float:
+def admitted(settings: Settings, size: Size, admit: int, run: int) -> tuple[float, float]:
     """Deliveries/s of a clean restart admitting ``admit`` new deliveries put on the topic
-    just before it starts (a restart that restores anything is noted in ``size.wrong``)."""
+    just before it starts, and its RSS (MiB) once it had (a restart that restores anything is
+    noted in ``size.wrong``)."""
     produce_backlog(settings, plan(admit, 0.25, tag=f"r{run}-"))
     # Every run's outcomes stay on the topic: this one's are the last ``admit`` of them.
     counter = OutcomeCounter(settings, admit * (run + 1))
@@ -311,8 +313,8 @@ def admitted(settings: Settings, size: Size, admit: int, run: int) -> float:
         counter.close()
     if int(again.report["restored"]) != 0:
         size.wrong.append(f"admission run {run}: restored {int(again.report['restored'])}")
-    assert again.admit_s is not None
-    return admit / again.admit_s
+    assert again.admit_s is not None and again.admitted_rss is not None
+    return admit / again.admit_s, again.admitted_rss
 
 
 def child() -> int:
@@ -359,6 +361,7 @@ def section(
                 spread(s.rest_rss_mib).shown(0, " MiB") if s.rest_rss_mib else "-",
                 spread(s.restoring_rss_mib).shown(0, " MiB") if s.restoring_rss_mib else "-",
                 spread(s.admit_rate).shown(0) if s.admit_rate else "-",
+                spread(s.admit_rss_mib).shown(0, " MiB") if s.admit_rss_mib else "-",
                 "yes" if not s.wrong else "NO: " + "; ".join(s.wrong),
             ]
         )
@@ -418,7 +421,10 @@ def section(
             "earlier runs' admissions): every delivery looks up its admission key among the "
             "retained records, so this shows whether a larger state slows admission (not a "
             "target; 2,635 to 5,768/s with "
-            "2,000,000 records before the partitioned index, README)."
+            "2,000,000 records before the partitioned index, README). RSS after admitting: "
+            f"the largest of samples over {SETTLE_S:.0f} s once that restart's outcomes were "
+            "visible, with its block cache filled by lookups rather than by the restore (not "
+            "a target)."
         ),
         tables=[
             Table(
@@ -433,6 +439,7 @@ def section(
                     "RSS at rest",
                     "RSS while restoring",
                     "then admits, deliveries/s",
+                    "RSS after admitting",
                     "counts exact",
                 ],
                 rows,
@@ -443,8 +450,11 @@ def section(
             "wiped and restored everything, and RSS grew about 1.3 KiB per retained run "
             "(RocksDB defaults: index and filter blocks outside any cache, 64 MiB memtables, "
             "every file open).",
-            "Memory now: one 32 MiB block cache per process holding data blocks and the 4 KiB "
-            "pieces of the partitioned index and filters, memtables capped at 64 MiB per "
+            "Memory now: one 32 MiB block cache per process holding data blocks (32 KiB "
+            "each since 2026-12-05: alike states compress within a block, 18 MB of files per "
+            "1,000,000 records instead of 75) and the 4 KiB pieces of the partitioned index "
+            "and filters, the pieces and blocks of files a compaction deleted erased from "
+            "it with them (since 2026-12-05), memtables capped at 64 MiB per "
             "process, 256 open files per store "
             "(streams/engine/rocks.py); a restore of 100,000 records or more flushes its "
             "memtables and returns the heap it freed to the system before the processor "

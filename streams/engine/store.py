@@ -16,6 +16,7 @@ what the store holds survives a restart only through :meth:`flush` and a checkpo
 from __future__ import annotations
 
 import logging
+import re
 import shutil
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -29,6 +30,7 @@ from streams.engine.rocks import (
     BULK_LOAD,
     LEVEL0_COMPACTION_TRIGGER,
     NO_WAL,
+    ON_OPEN,
     USUAL,
     store_options,
 )
@@ -71,6 +73,22 @@ def _warn_clamped(due_ms: int, key: str) -> None:
         )
 
 
+_TABLE_PROPERTIES = {
+    "entries": "# entries",
+    "data_blocks": "# data blocks",
+    "data": "data block size",
+    "index": "index block size",
+    "filter": "filter block size",
+}
+
+
+def _table_property(text: str, label: str) -> int:
+    """``label``'s number in RocksDB's ``key=value; ...`` table properties (the index's label
+    goes on with its format, in parentheses); 0 if absent."""
+    found = re.search(rf"(?:^|; ){re.escape(label)}(?: \([^)]*\))?=(\d+)", text)
+    return int(found.group(1)) if found else 0
+
+
 def parse_timer_key(store_key: str) -> tuple[int, str]:
     due, _, key = store_key[len(TIMER_PREFIX) :].partition("/")
     return int(due), key
@@ -86,6 +104,7 @@ class PartitionStore:
         path.mkdir(parents=True, exist_ok=True)
         self.path = path
         self._db = Rdict(str(path), options=store_options())
+        self._db.set_options(ON_OPEN)
         self._buffer: dict[str, bytes | None] = {}
         self._bulk_level0_files = 0
         """While a bulk load runs, the level-0 files at which :meth:`write` compacts (else 0)."""
@@ -194,6 +213,13 @@ class PartitionStore:
             "pinned": "rocksdb.block-cache-pinned-usage",
         }
         return {name: int(self._db.property_int_value(p) or 0) for name, p in names.items()}
+
+    def tables(self) -> dict[str, int]:
+        """What the store's live SST files hold, from their table properties: ``entries``,
+        ``data_blocks``, and the bytes of their ``data``, ``index`` and ``filter`` blocks (the
+        last two are what the block cache holds so that lookups do not read them)."""
+        text = self._db.property_value("rocksdb.aggregated-table-properties") or ""
+        return {name: _table_property(text, label) for name, label in _TABLE_PROPERTIES.items()}
 
     def due_timers(self, now_ms: int, limit: int) -> list[tuple[str, str]]:
         """Committed timers due by ``now_ms``: (timer store key, state key), oldest first."""

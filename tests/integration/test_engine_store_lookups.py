@@ -12,12 +12,9 @@ and counts the bytes the process read (``rchar`` of ``/proc/self/io``) over its 
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
+
+from tests.support.fresh_interpreter import run_script
 
 # 400,000 states of about 850 bytes, alike but for their ids (they compress as admission
 # states do), written and compacted into the bottom level the way a restore and RocksDB's
@@ -60,15 +57,7 @@ print(json.dumps({"found": found, "absent": absent, "stored_bytes": stored_bytes
 @pytest.fixture(scope="module")
 def lookups(tmp_path_factory: pytest.TempPathFactory) -> dict[str, int | str]:
     path = tmp_path_factory.mktemp("lookups") / "store"
-    done = subprocess.run(
-        [sys.executable, "-c", LOOKUPS, str(path)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=True,
-        cwd=Path(__file__).resolve().parents[2],
-    )
-    result: dict[str, int | str] = json.loads(done.stdout.strip().splitlines()[-1])
+    result = run_script(LOOKUPS, str(path))
     assert result["found"] == 500 and result["absent"] == 500
     return result
 

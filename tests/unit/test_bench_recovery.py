@@ -108,6 +108,11 @@ def test_the_report_line_comes_with_the_rss_sampled_until_it() -> None:
 def test_the_admission_on_top_of_the_retained_records_has_its_column() -> None:
     measured = sizes(110.0)
     measured[1].admit_rate = [12000.0, 11000.0, 13000.0]
-    rows = section(measured, 1000, [1000, 5000]).tables[0].rows
-    assert rows[0][-2] == "-"  # not measured for that size
-    assert rows[1][-2] == "12,000 (11,000 to 13,000)"
+    measured[1].admit_rss_mib = [90.0, 95.0, 91.0]
+    shown = section(measured, 1000, [1000, 5000])
+    header, rows = shown.tables[0].columns, shown.tables[0].rows
+    rate, rss = header.index("then admits, deliveries/s"), header.index("RSS after admitting")
+    assert rows[0][rate] == rows[0][rss] == "-"  # not measured for that size
+    assert rows[1][rate] == "12,000 (11,000 to 13,000)"
+    assert rows[1][rss] == "91 MiB (90 to 95)"
+    assert shown.targets[2].measured == "100 MiB to 110 MiB (+10%)"  # not the target's
