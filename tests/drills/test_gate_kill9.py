@@ -11,10 +11,6 @@ it takes the same task again, with the same deadline, and skips it (``expired_at
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -33,58 +29,24 @@ from schemas.events import (
 )
 from streams.settings import Settings
 from tests.support.admission import AdmissionHarness, candle
+from tests.support.component_process import ComponentProcess
 from tests.support.gate import SCOPE, proposal, request
 from tests.support.gate_broker import Decisions, GateHarness
 from tests.support.kafka import wait_until
 
 pytestmark = pytest.mark.drill
 
-ROOT = Path(__file__).resolve().parents[2]
 
-
-class GateProcess:
-    """``sluicegate gate`` as a child process we can SIGKILL."""
-
-    def __init__(self, settings: Settings, log_path: Path) -> None:
-        self.settings = settings
-        self.log_path = log_path
-        self.process: subprocess.Popen[bytes] | None = None
-
-    def start(self) -> None:
-        env = dict(os.environ)
-        env.update(
-            SLUICEGATE_TOPIC_PREFIX=self.settings.topic_prefix,
-            SLUICEGATE_PARTITIONS=str(self.settings.partitions),
-            SLUICEGATE_STATE_DIR=str(self.settings.state_dir),
-        )
-        with self.log_path.open("ab") as log:
-            self.process = subprocess.Popen(
-                [sys.executable, "-m", "sluicegate.cli", "gate", "--instance-id", "gate-drill"],
-                cwd=ROOT,
-                env=env,
-                stdout=log,
-                stderr=log,
-            )
-
-    def kill9(self) -> None:
-        assert self.process is not None
-        self.process.send_signal(signal.SIGKILL)
-        self.process.wait(30)
-
-    def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(30)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+def gate_process(settings: Settings, log_path: Path) -> ComponentProcess:
+    """``sluicegate gate`` as a child process (one instance id, so a restart is the same
+    instance)."""
+    return ComponentProcess(settings, "gate", ["--instance-id", "gate-drill"], log_path=log_path)
 
 
 @pytest.fixture()
-def drill(tmp_path: Path) -> Iterator[tuple[GateHarness, GateProcess]]:
+def drill(tmp_path: Path) -> Iterator[tuple[GateHarness, ComponentProcess]]:
     harness = GateHarness(partitions=3)
-    process = GateProcess(harness.settings, tmp_path / "gate.log")
+    process = gate_process(harness.settings, tmp_path / "gate.log")
     process.start()
     yield harness, process
     process.stop()
@@ -92,7 +54,7 @@ def drill(tmp_path: Path) -> Iterator[tuple[GateHarness, GateProcess]]:
 
 
 def test_a_gate_killed_with_sigkill_keeps_every_deadline(
-    drill: tuple[GateHarness, GateProcess],
+    drill: tuple[GateHarness, ComponentProcess],
 ) -> None:
     harness, gate = drill
     now = time.time_ns() // 1_000_000
@@ -137,33 +99,25 @@ def test_a_gate_killed_with_sigkill_keeps_every_deadline(
     assert len(out.of(CandidateAccepted)) == 10
 
 
-class WorkerProcess(GateProcess):
+def worker_process(settings: Settings, log_path: Path) -> ComponentProcess:
     """``sluicegate worker`` serving the approving slot, as a child process."""
-
-    def start(self) -> None:
-        env = dict(os.environ)
-        env.update(
-            SLUICEGATE_TOPIC_PREFIX=self.settings.topic_prefix,
-            SLUICEGATE_PARTITIONS=str(self.settings.partitions),
-            SLUICEGATE_STATE_DIR=str(self.settings.state_dir),
-            # The killed member holds its partitions until its session times out: the
-            # broker's minimum (6 s) instead of 45 s, so the restarted worker takes over soon.
-            SLUICEGATE_RDKAFKA_SESSION_TIMEOUT_MS="6000",
-            SLUICEGATE_RDKAFKA_HEARTBEAT_INTERVAL_MS="1000",
-        )
-        with self.log_path.open("ab") as log:
-            self.process = subprocess.Popen(
-                [sys.executable, "-m", "sluicegate.cli", "worker", "--slot", "analysis"],
-                cwd=ROOT,
-                env=env,
-                stdout=log,
-                stderr=log,
-            )
+    return ComponentProcess(
+        settings,
+        "worker",
+        ["--slot", "analysis"],
+        log_path=log_path,
+        # The killed member holds its partitions until its session times out: the broker's
+        # minimum (6 s) instead of 45 s, so the restarted worker takes over soon.
+        env={
+            "SLUICEGATE_RDKAFKA_SESSION_TIMEOUT_MS": "6000",
+            "SLUICEGATE_RDKAFKA_HEARTBEAT_INTERVAL_MS": "1000",
+        },
+    )
 
 
 def test_a_worker_killed_with_sigkill_mid_task_gets_no_new_window(tmp_path: Path) -> None:
     harness = AdmissionHarness(partitions=3)
-    worker = WorkerProcess(harness.settings, tmp_path / "worker.log")
+    worker = worker_process(harness.settings, tmp_path / "worker.log")
     try:
         harness.apply_workflow()
         # Admission's clock is fixed at the wall clock of now; the candle closes now, so the

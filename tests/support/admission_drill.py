@@ -8,11 +8,8 @@ changelog; :func:`broker` stops and starts the local broker.
 
 from __future__ import annotations
 
-import os
 import random
-import signal
 import subprocess
-import sys
 import threading
 import time
 from collections import Counter
@@ -25,15 +22,15 @@ from streams.engine.store import state_key, timer_key
 from streams.kafka.clients import transactional_producer
 from streams.settings import Settings
 from tests.support.admission import OUTCOMES, AdmissionHarness, candle, delivery_for
-from tests.support.drills import stopped
+from tests.support.component_process import ComponentProcess
 from tests.support.kafka import read_topic, wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 SLOTS = 3
 
 
-class ProcessorProcess:
-    """``sluicegate processor`` as a child process we can SIGKILL, SIGSTOP and SIGCONT."""
+class ProcessorProcess(ComponentProcess):
+    """``sluicegate processor --instance-id <id>``, its log ``<log_dir>/<id>.log``."""
 
     def __init__(
         self,
@@ -42,79 +39,14 @@ class ProcessorProcess:
         log_dir: Path,
         env: dict[str, str] | None = None,
     ) -> None:
-        self.settings = settings
-        self.instance_id = instance_id
-        self.log_path = log_dir / f"{instance_id}.log"
-        self.process: subprocess.Popen[bytes] | None = None
-        self.kills = 0
-        self.env = env or {}
-        self.resumed_at = 0
-        """The log's size when the process was last resumed."""
-
-    def start(self) -> None:
-        env = dict(os.environ)
-        env.update(
-            self.env,
-            SLUICEGATE_TOPIC_PREFIX=self.settings.topic_prefix,
-            SLUICEGATE_PARTITIONS=str(self.settings.partitions),
-            SLUICEGATE_STATE_DIR=str(self.settings.state_dir),
+        super().__init__(
+            settings,
+            "processor",
+            ["--instance-id", instance_id],
+            log_path=log_dir / f"{instance_id}.log",
+            env=env,
         )
-        with self.log_path.open("ab") as log:
-            self.process = subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "sluicegate.cli",
-                    "processor",
-                    "--instance-id",
-                    self.instance_id,
-                ],
-                cwd=ROOT,
-                env=env,
-                stdout=log,
-                stderr=log,
-            )
-
-    def kill9(self) -> None:
-        assert self.process is not None
-        self.process.send_signal(signal.SIGKILL)
-        self.process.wait(30)
-        self.kills += 1
-
-    def pause(self) -> None:
-        """SIGSTOP: the process keeps its sockets and its open transaction, and says nothing."""
-        assert self.process is not None
-        self.process.send_signal(signal.SIGSTOP)
-
-    def resume(self) -> None:
-        assert self.process is not None
-        self.resumed_at = self.log_size()
-        self.process.send_signal(signal.SIGCONT)
-
-    def stopped(self) -> bool:
-        assert self.process is not None
-        return stopped(self.process.pid)
-
-    def log_size(self) -> int:
-        return self.log_path.stat().st_size
-
-    def log_mentions(self, text: str, after: int) -> bool:
-        """Whether the log holds ``text`` past its first ``after`` bytes."""
-        with self.log_path.open("rb") as log:
-            log.seek(after)
-            return text.encode() in log.read()
-
-    def alive(self) -> bool:
-        return self.process is not None and self.process.poll() is None
-
-    def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(30)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        self.instance_id = instance_id
 
 
 def plan(total: int, duplicate_share: float, seed: int) -> list[dict[str, object]]:
