@@ -24,7 +24,6 @@ from streams.engine.store import PartitionStore, state_key
 from tests.support.admission import AdmissionHarness
 from tests.support.admission_drill import (
     RESTORED_KEY,
-    ROOT,
     ProcessorProcess,
     Stream,
     broker,
@@ -32,6 +31,7 @@ from tests.support.admission_drill import (
     verify,
     write_changelog,
 )
+from tests.support.component_process import ROOT
 from tests.support.history import cleanup
 from tests.support.kafka import wait_until
 

@@ -22,10 +22,9 @@ from streams.engine.store import state_key, timer_key
 from streams.kafka.clients import transactional_producer
 from streams.settings import Settings
 from tests.support.admission import OUTCOMES, AdmissionHarness, candle, delivery_for
-from tests.support.component_process import ComponentProcess
+from tests.support.component_process import ROOT, ComponentProcess
 from tests.support.kafka import read_topic, wait_until
 
-ROOT = Path(__file__).resolve().parents[2]
 SLOTS = 3
 
 
@@ -46,7 +45,6 @@ class ProcessorProcess(ComponentProcess):
             log_path=log_dir / f"{instance_id}.log",
             env=env,
         )
-        self.instance_id = instance_id
 
 
 def plan(total: int, duplicate_share: float, seed: int) -> list[dict[str, object]]:
