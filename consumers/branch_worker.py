@@ -174,6 +174,8 @@ class BranchWorker:
         self.name = name or f"{socket.gethostname()}-{threading.get_ident()}"
         self.stop_event = threading.Event()
         self.handled = 0
+        self.came_round_at = time.monotonic()
+        """Monotonic time :meth:`run`'s loop last came round (construction, before it runs)."""
         self._results = settings.topic(BRANCH_RESULTS)
         self._consumer = read_committed_consumer(
             settings,
@@ -186,6 +188,7 @@ class BranchWorker:
     def run(self) -> None:
         try:
             while not self.stop_event.is_set():
+                self.came_round_at = time.monotonic()
                 self.step()
         finally:
             self._consumer.close()
@@ -193,6 +196,12 @@ class BranchWorker:
 
     def stop(self) -> None:
         self.stop_event.set()
+
+    def alive(self, now: float, stalled_after_s: float = 60.0) -> bool:
+        """Whether :meth:`run`'s loop came round within ``stalled_after_s``: one turn is a
+        batch of up to 200 tasks, each handled by the handler, so a handler that may take
+        longer needs a larger limit (or no supervisor's liveness window)."""
+        return now - self.came_round_at <= stalled_after_s
 
     def step(self, timeout_s: float = 0.2) -> int:
         """Handle one batch of tasks; return how many were handled."""

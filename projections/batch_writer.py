@@ -60,6 +60,8 @@ class BatchWriter:
         self._conn: psycopg.Connection | None = None
         self._store: Store | None = None
         self._thread: ThreadPoolExecutor | None = None
+        self.connecting = False
+        """Whether :meth:`connect` is waiting for PostgreSQL (or migrating) now."""
 
     @property
     def connected(self) -> bool:
@@ -67,7 +69,14 @@ class BatchWriter:
 
     def connect(self) -> Offsets:
         """(Re)connect and migrate, retrying while PostgreSQL is unavailable (until
-        :attr:`stop` is set); the stored offsets."""
+        :attr:`stop` is set); the stored offsets. :attr:`connecting` is true meanwhile."""
+        self.connecting = True
+        try:
+            return self._connect()
+        finally:
+            self.connecting = False
+
+    def _connect(self) -> Offsets:
         delay = 0.1
         while True:
             self.disconnect()

@@ -92,6 +92,11 @@ class Projector:
     DEFAULT_BATCH = 10_000
     """Messages per consume call and PostgreSQL transaction, unless ``batch_size`` says."""
 
+    STALLED_AFTER_S = 60.0
+    """A following projector whose loop has not come round for this long (and that is not
+    waiting for PostgreSQL) is not worth keeping (:meth:`alive`): a batch of
+    :data:`DEFAULT_BATCH` takes about a second."""
+
     def __init__(
         self,
         settings: Settings,
@@ -130,6 +135,8 @@ class Projector:
         """Whether a step passed over messages (or an end) at or past its target: they are no
         longer in the consumer's stream, so a further target must seek back for them."""
         self._sources = Sources(settings, self.schema, self.topics)
+        self.came_round_at = time.monotonic()
+        """Monotonic time :meth:`run`'s loop last came round (construction, before it runs)."""
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -149,6 +156,18 @@ class Projector:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    def alive(self, now: float) -> bool:
+        """Whether the projector is worth keeping: its loop came round within
+        :data:`STALLED_AFTER_S`, or it is waiting for PostgreSQL (which it does for as long as
+        PostgreSQL is away: restarting it would not bring PostgreSQL back)."""
+        return self.waiting_for_postgresql or now - self.came_round_at <= self.STALLED_AFTER_S
+
+    @property
+    def waiting_for_postgresql(self) -> bool:
+        """Whether the projector is (re)connecting to PostgreSQL now, retrying while it is
+        unavailable."""
+        return self._writer.connecting
+
     def positions(self) -> Offsets:
         """The next offset per (short topic, partition) as last stored by this projector."""
         return dict(self._positions)
@@ -165,6 +184,7 @@ class Projector:
     def _follow(self, pause: collector.Pause) -> None:
         reported, last = time.monotonic(), 0
         while not self.stop.is_set():
+            self.came_round_at = time.monotonic()
             if time.monotonic() - self._sources.last_discovery > 10.0:
                 self._settle()
                 try:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from streams.adapters.workflow_table import WorkflowTable
 from streams.engine.processor import Processor
+from streams.heartbeat import Heartbeat
 from streams.kafka.topics import ensure_topics
 from streams.settings import Settings
 
@@ -146,8 +147,11 @@ def projector(settings: Settings, *, batch_size: int, stop: Event) -> Projector:
     return Projector(settings, batch_size=batch_size, stop=stop)
 
 
-def serve_ingest(settings: Settings, limits: IngestSettings) -> None:
-    """Serve the webhook and, on its own listener, the read API, until SIGTERM/SIGINT.
+def serve_ingest(
+    settings: Settings, limits: IngestSettings, heartbeat: Heartbeat | None = None
+) -> None:
+    """Serve the webhook and, on its own listener, the read API, until SIGTERM/SIGINT
+    (beating ``heartbeat`` from its event loop meanwhile).
 
     The read API is mounted here, not by ingest: ingest serves whatever read application it
     is given (none when ``SLUICEGATE_READ_HTTP=off``).
@@ -160,4 +164,4 @@ def serve_ingest(settings: Settings, limits: IngestSettings) -> None:
     if limits.read_http is not None:
         read_app = create_read_app(settings, token=limits.read_token)
     ensure_topics(settings)
-    run_ingest(settings, limits, read_app=read_app)
+    run_ingest(settings, limits, read_app=read_app, heartbeat=heartbeat)

@@ -1,4 +1,5 @@
-"""``sluicegate serve``: every component as a child process, restarted when it dies.
+"""``sluicegate serve``: every component as a child process, restarted when it dies or when
+it stops beating (frozen or wedged).
 
 Each component is its own ``sluicegate <component>`` process, so a crash of one (or a
 ``kill -9`` in a drill) is contained and the exactly-once machinery of that component is what
@@ -13,6 +14,15 @@ within 0.2 s of a child starting or exiting, and removed when serve stops. It is
 script signals one component (``kill -9 "$(awk '$1 == "processor" {print $2}' FILE)"``)
 without matching process names, which could hit any process on the machine. A file that
 names a live serve refuses a second one.
+
+Liveness: each child beats on a pipe (``streams/heartbeat.py``) while it is worth keeping. A
+child from which no beat came for the liveness window (``--liveness``, default
+``$SLUICEGATE_SERVE_LIVENESS`` or 30 s; ``off`` switches it off; a child's first beat may
+take up to 60 s, :data:`FIRST_BEAT_S`) is frozen (SIGSTOP) or wedged:
+serve kills it with SIGKILL and restarts it like any child that died, so its exactly-once
+machinery (fencing, restore) takes over from where its last transaction committed. An engine
+instance stops beating only once its own stall limit (60 s or more) has passed, so a wedged
+engine loop is restarted that long plus the window after it stopped coming round.
 
 The children do not inherit ``SLUICEGATE_HEALTH``: it names one address, and the processor,
 the gate and the gateway would each try to bind it (the second and third failing, restarted
@@ -35,6 +45,9 @@ from pathlib import Path
 from consumers.gateway.settings import GatewaySettings
 from consumers.ingest.settings import DEFAULT_READ_HTTP
 from sluicegate.errors import SluicegateError
+from streams import heartbeat
+from streams.core.durations import parse_duration
+from streams.core.errors import InvalidValue
 from streams.settings import Settings
 
 # In start order: the processor and the gate before the front door, so the first delivery
@@ -49,14 +62,51 @@ def components_for(gateway: GatewaySettings) -> list[str]:
     return ([VENUE] if gateway.local_paper else []) + list(COMPONENTS)
 
 
-ONE_PER_PROCESS = ("SLUICEGATE_HEALTH",)
+ONE_PER_PROCESS = ("SLUICEGATE_HEALTH", heartbeat.ENV)
 """Settings that name something only one process can hold: left out of the children's
-environment."""
+environment (each child gets a heartbeat descriptor of its own)."""
+
+LIVENESS_ENV = "SLUICEGATE_SERVE_LIVENESS"
+DEFAULT_LIVENESS = "30s"
 
 
 def child_environment(environ: Mapping[str, str]) -> dict[str, str]:
     """What a component started by ``serve`` gets: ``environ`` without :data:`ONE_PER_PROCESS`."""
     return {k: v for k, v in environ.items() if k not in ONE_PER_PROCESS}
+
+
+def parse_liveness(text: str) -> float | None:
+    """A liveness window in seconds (``30s``, ``2m``, ``5000`` ms...), ``None`` for ``off``
+    or ``0``; :class:`SluicegateError` naming the accepted forms otherwise. Less than 3 s is
+    refused: beats come every second, and a window of fewer would kill children that a
+    moment's load delayed."""
+    cleaned = text.strip().lower()
+    if cleaned in ("off", "0", "none"):
+        return None
+    try:
+        seconds = parse_duration(int(cleaned) if cleaned.isdigit() else cleaned) / 1000
+    except InvalidValue as e:
+        raise SluicegateError(f"liveness window {text!r}: {e}; or off") from None
+    if seconds < 3:
+        raise SluicegateError(f"liveness window {text!r}: at least 3s, or off")
+    return seconds
+
+
+FIRST_BEAT_S = 60.0
+"""The least a child is given for its first beat: starting (imports, clients, the first
+connection) takes seconds, and many children start at once on a small machine."""
+
+
+def silent_for(now: float, started_at: float, heard_at: float | None) -> float:
+    """Seconds since a child last beat (since it started, before its first beat)."""
+    return now - (started_at if heard_at is None else heard_at)
+
+
+def overdue(now: float, started_at: float, heard_at: float | None, liveness_s: float) -> bool:
+    """Whether a child has been silent too long: ``liveness_s`` after its last beat, or
+    ``max(liveness_s, FIRST_BEAT_S)`` after its start when it never beat."""
+    allowed = liveness_s if heard_at is not None else max(liveness_s, FIRST_BEAT_S)
+    return silent_for(now, started_at, heard_at) > allowed
 
 
 def _command(name: str, gateway: GatewaySettings) -> list[str]:
@@ -72,6 +122,58 @@ class _Child:
     process: subprocess.Popen[bytes] | None = None
     restarts: int = 0
     next_start: float = 0.0
+    beats: int | None = None
+    """The read end of the running process's heartbeat pipe."""
+    started_at: float = 0.0
+    heard_at: float | None = None
+    killed: bool = False
+    """Whether serve killed the running process for its silence (it has not been reaped)."""
+
+    def start(self, command: list[str], now: float) -> None:
+        read, write = os.pipe()
+        os.set_blocking(read, False)
+        try:
+            self.process = subprocess.Popen(
+                command,
+                env={**child_environment(os.environ), heartbeat.ENV: str(write)},
+                pass_fds=(write,),
+            )
+        except BaseException:
+            os.close(read)
+            raise
+        finally:
+            os.close(write)  # the child's copy is the only writer: its exit closes the pipe
+        self.beats, self.started_at, self.heard_at, self.killed = read, now, None, False
+
+    def listen(self, now: float) -> None:
+        """Take the beats that arrived; a beat means the child was alive lately."""
+        if self.beats is None:
+            return
+        with contextlib.suppress(BlockingIOError):
+            while os.read(self.beats, 4096):
+                self.heard_at = now
+
+    def kill_if_silent(self, now: float, liveness_s: float) -> None:
+        """SIGKILL the running process when it is :func:`overdue` (once: it is reaped, and
+        restarted, on a later round)."""
+        if self.process is None or self.killed:
+            return
+        if overdue(now, self.started_at, self.heard_at, liveness_s):
+            silent = silent_for(now, self.started_at, self.heard_at)
+            print(
+                f"sluicegate serve: {self.name} (pid {self.process.pid}) sent no heartbeat "
+                f"for {silent:.0f} s (frozen or wedged); killing it",
+                file=sys.stderr,
+                flush=True,
+            )
+            self.process.kill()
+            self.killed = True
+
+    def exited(self) -> None:
+        self.process = None
+        if self.beats is not None:
+            os.close(self.beats)
+            self.beats = None
 
 
 def serve(
@@ -79,8 +181,10 @@ def serve(
     only: list[str] | None = None,
     stop: threading.Event | None = None,
     pid_file: Path | None = None,
+    liveness_s: float | None = 30.0,
 ) -> int:
-    """Run the components until SIGTERM/SIGINT (or ``stop``), restarting any that exits."""
+    """Run the components until SIGTERM/SIGINT (or ``stop``), restarting any that exits, and
+    killing (then restarting) any that sent no heartbeat for ``liveness_s`` (``None``: never)."""
     gateway = GatewaySettings.from_env()
     components = components_for(gateway)
     if only:
@@ -116,6 +220,7 @@ def serve(
             now = time.monotonic()
             changed = False
             for child in children:
+                child.listen(now)
                 if child.process is not None and child.process.poll() is not None:
                     code = child.process.returncode
                     child.restarts += 1
@@ -125,13 +230,13 @@ def serve(
                         file=sys.stderr,
                         flush=True,
                     )
-                    child.process = None
+                    child.exited()
                     child.next_start = now + delay
                     changed = True
+                elif liveness_s is not None:
+                    child.kill_if_silent(now, liveness_s)
                 if child.process is None and now >= child.next_start:
-                    child.process = subprocess.Popen(
-                        _command(child.name, gateway), env=child_environment(os.environ)
-                    )
+                    child.start(_command(child.name, gateway), now)
                     changed = True
             if changed and pid_file is not None:
                 _write_pids(pid_file, children)
@@ -194,6 +299,9 @@ def _stop_all(children: list[_Child]) -> None:
     running = [c.process for c in children if c.process is not None and c.process.poll() is None]
     for process in running:
         process.terminate()
+        # A frozen (SIGSTOPped) child acts on SIGTERM only once it runs again.
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(process.pid, signal.SIGCONT)
     deadline = time.monotonic() + 15
     for process in running:
         try:
@@ -201,3 +309,5 @@ def _stop_all(children: list[_Child]) -> None:
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
+    for child in children:
+        child.exited()

@@ -33,6 +33,7 @@ from aiohttp import web
 from consumers.ingest.app import create_app
 from consumers.ingest.errors import IngestSettingsError
 from consumers.ingest.settings import IngestSettings
+from streams.heartbeat import Heartbeat
 from streams.settings import Settings
 
 log = logging.getLogger("sluicegate.ingest")
@@ -158,10 +159,12 @@ def run_ingest(
     limits: IngestSettings | None = None,
     *,
     read_app: web.Application | None = None,
+    heartbeat: Heartbeat | None = None,
 ) -> None:
     """Run ingest in the foreground until SIGTERM/SIGINT; return after a clean shutdown.
 
     ``read_app`` is served on ``limits.read_http`` (nothing is, when either is ``None``).
+    ``heartbeat`` beats from the event loop while it serves (``streams/heartbeat.py``).
     The topics must exist.
     """
     configure_logging()
@@ -172,6 +175,12 @@ def run_ingest(
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(signum, stop.set)
-        await serve(settings, limits, stop, read_app=read_app)
+        beating = None if heartbeat is None else asyncio.create_task(heartbeat.beat_async(stop))
+        try:
+            await serve(settings, limits, stop, read_app=read_app)
+        finally:
+            stop.set()
+            if beating is not None:
+                await beating
 
     asyncio.run(main())

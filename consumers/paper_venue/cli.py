@@ -8,10 +8,12 @@ built-in configuration).
 from __future__ import annotations
 
 import argparse
+import asyncio
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from pathlib import Path
+from typing import Any
 
 from consumers.paper_venue.config import DEFAULT_HTTP, DEFAULT_STATE_DIR
 from consumers.paper_venue.errors import PaperVenueError
@@ -35,14 +37,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def run(args: argparse.Namespace) -> int:
-    """Run the venue until SIGTERM/SIGINT (raises :class:`PaperVenueError` on bad settings)."""
+def run(
+    args: argparse.Namespace,
+    beside: Callable[[asyncio.Event], Coroutine[Any, Any, None]] | None = None,
+) -> int:
+    """Run the venue until SIGTERM/SIGINT (raises :class:`PaperVenueError` on bad settings);
+    ``beside(stop)`` runs on its event loop meanwhile (:func:`~.server.run_venue`)."""
     from consumers.paper_venue.server import run_venue  # aiohttp only when actually running
 
     http = args.http or os.environ.get("SLUICEGATE_VENUE_HTTP") or DEFAULT_HTTP
     state_dir = args.state_dir or os.environ.get("SLUICEGATE_VENUE_STATE_DIR") or DEFAULT_STATE_DIR
     config = args.config or os.environ.get("SLUICEGATE_VENUE_CONFIG")
-    run_venue(http, Path(state_dir), Path(config) if config else None)
+    run_venue(http, Path(state_dir), Path(config) if config else None, beside)
     return 0
 
 

@@ -15,9 +15,10 @@ import os
 import signal
 import sys
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from aiohttp import web
 
@@ -170,8 +171,17 @@ async def serve(venue: Venue, host: str, port: int, stop: asyncio.Event) -> None
         await runner.cleanup()
 
 
-def run_venue(http: str, state_dir: Path, config_path: Path | None) -> None:
-    """Run the venue in the foreground until SIGTERM/SIGINT."""
+def run_venue(
+    http: str,
+    state_dir: Path,
+    config_path: Path | None,
+    beside: Callable[[asyncio.Event], Coroutine[Any, Any, None]] | None = None,
+) -> None:
+    """Run the venue in the foreground until SIGTERM/SIGINT.
+
+    ``beside(stop)`` runs on the venue's event loop while it serves, until ``stop`` is set:
+    how the product's ``sluicegate venue`` beats its supervisor's heartbeat from the loop
+    (the venue itself imports nothing of the product)."""
     host, _, port_text = http.rpartition(":")
     if not host or not port_text.isdigit() or not 0 < int(port_text) < 65536:
         raise PaperVenueError(f"--http {http!r} is not HOST:PORT (for example 127.0.0.1:8090)")
@@ -189,7 +199,13 @@ def run_venue(http: str, state_dir: Path, config_path: Path | None) -> None:
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(signum, stop.set)
-        await serve(venue, host, int(port_text), stop)
+        running = None if beside is None else asyncio.create_task(beside(stop))
+        try:
+            await serve(venue, host, int(port_text), stop)
+        finally:
+            stop.set()
+            if running is not None:
+                await running
 
     try:
         asyncio.run(main())

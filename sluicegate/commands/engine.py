@@ -8,11 +8,13 @@ import logging
 import os
 import signal
 import sys
+import threading
 import time
 from collections.abc import Callable
 from typing import Protocol
 
-from streams.engine.status import InstanceStatus
+from streams.engine.status import InstanceStatus, healthy
+from streams.heartbeat import Heartbeat
 
 
 class Runs(Protocol):
@@ -110,6 +112,9 @@ def run_until_signalled(
     (``sluicegate/health.py``); an address that cannot be bound stops the command before the
     instance starts.
 
+    Under ``sluicegate serve`` (``SLUICEGATE_HEARTBEAT_FD``), the instance beats while its
+    status is healthy (``streams/heartbeat.py``): a frozen or stalled instance is restarted.
+
     SIGUSR1 (``kill -USR1 <pid>``) logs the same counters so far, on a line that starts with
     ``counters:``, without stopping anything: what an operator reads to see how many
     transactions a running instance committed for how many records. The line comes from the
@@ -128,6 +133,13 @@ def run_until_signalled(
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
     signal.signal(signal.SIGUSR1, report)
+    beating = threading.Event()
+    heart = Heartbeat.from_environment()
+    if heart is not None:
+        status = processor.status
+        heart.keep_beating(
+            lambda: healthy(status.snapshot(), status.clock(), status.stalled_after_s), beating
+        )
     probes = None
     if health is not None:
         from sluicegate.health import HealthServer
@@ -137,6 +149,7 @@ def run_until_signalled(
     try:
         processor.run()
     finally:
+        beating.set()
         log.info("%s", summary(time.monotonic() - started))
         if probes is not None:
             probes.close()

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import os
 
+from streams.heartbeat import Heartbeat
 from streams.settings import SettingsError, load_settings
 
 
@@ -49,5 +50,7 @@ def run(args: argparse.Namespace) -> int:
     environ = dict(os.environ)
     if args.read_http:
         environ["SLUICEGATE_READ_HTTP"] = args.read_http
-    bootstrap.serve_ingest(settings, IngestSettings.from_env(environ))
+    bootstrap.serve_ingest(
+        settings, IngestSettings.from_env(environ), heartbeat=Heartbeat.from_environment()
+    )
     return 0

@@ -10,6 +10,7 @@ import threading
 import time
 from types import FrameType
 
+from streams.heartbeat import Heartbeat
 from streams.settings import load_settings
 
 
@@ -62,6 +63,9 @@ def cmd_projector(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGINT, on_signal)
     started = time.monotonic()
     with bootstrap.projector(settings, batch_size=args.batch_size, stop=stop) as projector:
+        heart = Heartbeat.from_environment()  # under `sluicegate serve`
+        if heart is not None:
+            heart.keep_beating(lambda: projector.alive(time.monotonic()), stop)
         try:
             projector.run()
         finally:

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
 import orjson
 
 from sluicegate.output import print_table
-from sluicegate.supervisor import serve
+from sluicegate.supervisor import DEFAULT_LIVENESS, LIVENESS_ENV, parse_liveness, serve
 from streams.kafka.topics import ensure_topics
 from streams.settings import load_settings
 
@@ -40,6 +41,15 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
             "(removed on exit), so a script can signal one component by its pid"
         ),
     )
+    serve_parser.add_argument(
+        "--liveness",
+        metavar="DURATION",
+        default=None,
+        help=(
+            "kill (SIGKILL) and restart a component that sent no heartbeat for this long: "
+            f"frozen or wedged (default ${LIVENESS_ENV} or {DEFAULT_LIVENESS}; off: never)"
+        ),
+    )
     serve_parser.set_defaults(func=cmd_serve)
 
 
@@ -53,4 +63,7 @@ def cmd_topics_ensure(args: argparse.Namespace) -> int:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    return serve(load_settings(), only=args.only, pid_file=args.pid_file)
+    window = args.liveness or os.environ.get(LIVENESS_ENV, "").strip() or DEFAULT_LIVENESS
+    return serve(
+        load_settings(), only=args.only, pid_file=args.pid_file, liveness_s=parse_liveness(window)
+    )

@@ -7,6 +7,7 @@ import argparse
 from consumers.paper_venue import cli
 from consumers.paper_venue.errors import PaperVenueError
 from sluicegate.errors import SluicegateError
+from streams.heartbeat import Heartbeat
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -20,7 +21,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def run(args: argparse.Namespace) -> int:
+    heart = Heartbeat.from_environment()  # under `sluicegate serve`: beat from the venue's loop
     try:
-        return cli.run(args)
+        return cli.run(args, None if heart is None else heart.beat_async)
     except PaperVenueError as e:
         raise SluicegateError(str(e)) from None

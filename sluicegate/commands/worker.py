@@ -6,7 +6,9 @@ import argparse
 import logging
 import signal
 import sys
+import time
 
+from streams.heartbeat import Heartbeat
 from streams.settings import load_settings
 
 
@@ -64,5 +66,8 @@ def cmd_worker(args: argparse.Namespace) -> int:
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
+    heart = Heartbeat.from_environment()  # under `sluicegate serve`
+    if heart is not None:
+        heart.keep_beating(lambda: worker.alive(time.monotonic()), worker.stop_event)
     worker.run()
     return 0

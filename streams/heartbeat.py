@@ -1,0 +1,138 @@
+"""Heartbeats from a component to the process that supervises it (``sluicegate serve``).
+
+``serve`` starts each component with the write end of a pipe and names its descriptor in
+``SLUICEGATE_HEARTBEAT_FD`` (:data:`ENV`). The component beats, one byte at a time, while it
+is worth keeping; ``serve`` kills (SIGKILL) and restarts a component from which no beat came
+for its liveness window. A process frozen by SIGSTOP beats no more, whatever its threads were
+doing, and neither does one whose loop stopped coming round.
+
+What "worth keeping" means is each component's to say, and it must be said from the work
+itself, never from a thread that beats whatever the work does:
+
+- an engine instance (processor, gate, gateway) beats while its status is healthy
+  (:func:`streams.engine.status.healthy`: running with a loop that came round within its
+  stall limit, or starting, restoring or starting over);
+- the projector and the branch worker beat while their loop came round within their stall
+  limit (or, for the projector, while it waits for PostgreSQL);
+- the webhook and the paper venue beat from their event loop (:meth:`Heartbeat.beat_async`),
+  so a blocked event loop beats no more.
+
+Guarantees: :meth:`Heartbeat.beat` never blocks and never raises. A full pipe (a supervisor
+that stopped reading) drops the beat; a closed one (the supervisor gone) ends the heartbeat
+for good. Without :data:`ENV` (a component started by hand, or by another supervisor) there is
+no heartbeat and nothing is beaten.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import stat
+import threading
+import time
+from collections.abc import Callable, Mapping
+
+log = logging.getLogger("sluicegate.heartbeat")
+
+ENV = "SLUICEGATE_HEARTBEAT_FD"
+"""The variable naming the inherited descriptor a component beats on."""
+
+INTERVAL_S = 1.0
+"""Seconds between beats: the supervisor's liveness window is many of them."""
+
+MIN_GAP_S = INTERVAL_S / 2
+"""Beats closer than this to the last one are not written (a loop may call :meth:`beat` on
+every turn); half the interval, so a beat every :data:`INTERVAL_S` is never dropped."""
+
+
+class Heartbeat:
+    """Beats on the pipe descriptor ``fd`` (its write end, owned by this object)."""
+
+    def __init__(self, fd: int, *, clock: Callable[[], float] = time.monotonic) -> None:
+        self.fd = fd
+        self.clock = clock
+        self.beats = 0
+        """Beats written (dropped ones not counted)."""
+        self.closed = False
+        self._last = float("-inf")
+        with contextlib.suppress(OSError):
+            os.set_blocking(fd, False)
+
+    @classmethod
+    def from_environment(cls, environ: Mapping[str, str] | None = None) -> Heartbeat | None:
+        """The heartbeat :data:`ENV` names, or ``None`` when it names none: unset, not a
+        number, or not an open pipe of this process (logged, never fatal: a component runs
+        the same with or without a supervisor)."""
+        raw = (os.environ if environ is None else environ).get(ENV, "").strip()
+        if not raw:
+            return None
+        if not raw.isdigit():
+            log.warning("%s=%r is not a file descriptor; no heartbeat", ENV, raw)
+            return None
+        fd = int(raw)
+        try:
+            is_pipe = stat.S_ISFIFO(os.fstat(fd).st_mode)
+        except OSError as e:
+            log.warning("%s=%d is not open (%s); no heartbeat", ENV, fd, e.strerror)
+            return None
+        if not is_pipe:
+            log.warning("%s=%d is not a pipe; no heartbeat", ENV, fd)
+            return None
+        return cls(fd)
+
+    def beat(self) -> None:
+        """One beat, unless one was written less than :data:`MIN_GAP_S` ago."""
+        if self.closed:
+            return
+        now = self.clock()
+        if now - self._last < MIN_GAP_S:
+            return
+        try:
+            os.write(self.fd, b".")
+        except BlockingIOError:
+            return  # the supervisor is not reading; it will hear the next one
+        except OSError:
+            # EPIPE (the supervisor exited) or EBADF: nobody will ever read another beat.
+            self.close()
+            return
+        self._last = now
+        self.beats += 1
+
+    def keep_beating(
+        self, alive: Callable[[], bool], stop: threading.Event | None = None
+    ) -> threading.Thread:
+        """Beat from a daemon thread every :data:`INTERVAL_S` while ``alive()`` says so, until
+        ``stop`` is set or the heartbeat closes. ``alive`` must judge the work itself (a loop
+        that came round lately), or the thread would beat for a wedged component."""
+        done = stop or threading.Event()
+
+        def run() -> None:
+            while not self.closed and not done.is_set():
+                try:
+                    worth_keeping = alive()
+                except Exception:
+                    log.exception("liveness check failed; not beating")
+                    worth_keeping = False
+                if worth_keeping:
+                    self.beat()
+                done.wait(INTERVAL_S)
+
+        thread = threading.Thread(target=run, name="heartbeat", daemon=True)
+        thread.start()
+        return thread
+
+    async def beat_async(self, stop: asyncio.Event) -> None:
+        """Beat from the running event loop until ``stop`` is set: a loop blocked by a
+        handler (or frozen with the process) beats no more."""
+        while not self.closed and not stop.is_set():
+            self.beat()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), INTERVAL_S)
+
+    def close(self) -> None:
+        if not self.closed:
+            self.closed = True
+            with contextlib.suppress(OSError):
+                os.close(self.fd)
