@@ -31,6 +31,7 @@ LAYERS: tuple[tuple[str, int], ...] = (
     ("streams.settings", 1),
     ("streams.collector", 1),
     ("streams.clock", 1),
+    ("streams.heartbeat", 1),
     ("streams.kafka", 1),
     ("streams.core", 2),
     ("streams.engine", 3),
