@@ -64,8 +64,12 @@ class Heartbeat:
     def from_environment(cls, environ: Mapping[str, str] | None = None) -> Heartbeat | None:
         """The heartbeat :data:`ENV` names, or ``None`` when it names none: unset, not a
         number, or not an open pipe of this process (logged, never fatal: a component runs
-        the same with or without a supervisor)."""
-        raw = (os.environ if environ is None else environ).get(ENV, "").strip()
+        the same with or without a supervisor).
+
+        Read from this process's environment, :data:`ENV` is removed from it: a process this
+        one starts does not inherit the descriptor, and must not take whatever else later
+        holds its number for a heartbeat."""
+        raw = (os.environ.pop(ENV, "") if environ is None else environ.get(ENV, "")).strip()
         if not raw:
             return None
         if not raw.isdigit():

@@ -110,6 +110,16 @@ def test_the_descriptor_the_environment_names_is_used(pipe: tuple[int, int]) -> 
     assert beats_in(read) == 1
 
 
+def test_the_process_environment_keeps_no_descriptor_for_its_children(
+    pipe: tuple[int, int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _, write = pipe
+    monkeypatch.setenv(heartbeat.ENV, str(write))
+    heart = Heartbeat.from_environment()
+    assert heart is not None and heart.fd == write
+    assert heartbeat.ENV not in os.environ
+
+
 def wait_readable(fd: int, timeout_s: float) -> bool:
     return bool(select.select([fd], [], [], timeout_s)[0])
 
