@@ -5,8 +5,9 @@ Each component is its own ``sluicegate <component>`` process, so a crash of one 
 ``kill -9`` in a drill) is contained and the exactly-once machinery of that component is what
 recovers it. The paper venue (``sluicegate venue``) is one of them, started first, when the
 gateway's venue is ``paper`` at a local URL (``SLUICEGATE_VENUE``, ``SLUICEGATE_VENUE_URL``).
-Restarts back off from 1 s to 30 s. SIGTERM or Ctrl-C stops every child (SIGTERM,
-then SIGKILL after 15 s) and returns.
+Restarts back off from 1 s to 30 s, doubling while a child keeps exiting within a minute of
+its start; one that ran longer starts from 1 s again. SIGTERM or Ctrl-C stops every child
+(SIGTERM, then SIGKILL after 15 s) and returns.
 
 With ``pid_file``, serve keeps a file of ``NAME PID`` lines: ``serve`` itself first, then each
 component *that is running now*. It is rewritten (atomically: a reader never sees half of it)
@@ -97,6 +98,19 @@ FIRST_BEAT_S = 60.0
 connection) takes seconds, and many children start at once on a small machine."""
 
 
+STEADY_S = 60.0
+"""A child that ran this long before it exited is restarted after 1 s again, however often it
+exited before: the back-off is for a child that cannot start, not for one that crashes once
+a day (without the reset, its sixth exit in a week would keep its component down for 30 s)."""
+
+
+def back_off(in_a_row: int, ran_s: float) -> tuple[int, int]:
+    """After a child's exit: its exits in a row (``in_a_row`` before this one, unless it ran
+    :data:`STEADY_S`) and the seconds to wait before starting it again (1, 2, 4 ... 30)."""
+    exits = 1 if ran_s >= STEADY_S else in_a_row + 1
+    return exits, min(2 ** min(exits - 1, 5), 30)
+
+
 def silent_for(now: float, started_at: float, heard_at: float | None) -> float:
     """Seconds since a child last beat (since it started, before its first beat)."""
     return now - (started_at if heard_at is None else heard_at)
@@ -120,7 +134,8 @@ def _command(name: str, gateway: GatewaySettings) -> list[str]:
 class _Child:
     name: str
     process: subprocess.Popen[bytes] | None = None
-    restarts: int = 0
+    exits_in_a_row: int = 0
+    """Exits since the child last ran :data:`STEADY_S` (what its back-off doubles with)."""
     next_start: float = 0.0
     beats: int | None = None
     """The read end of the running process's heartbeat pipe."""
@@ -223,8 +238,8 @@ def serve(
                 child.listen(now)
                 if child.process is not None and child.process.poll() is not None:
                     code = child.process.returncode
-                    child.restarts += 1
-                    delay = min(2 ** min(child.restarts - 1, 5), 30)
+                    ran = now - child.started_at
+                    child.exits_in_a_row, delay = back_off(child.exits_in_a_row, ran)
                     print(
                         f"sluicegate serve: {child.name} exited with {code}; restart in {delay} s",
                         file=sys.stderr,

@@ -10,7 +10,9 @@ import pytest
 from sluicegate.errors import SluicegateError
 from sluicegate.supervisor import (
     FIRST_BEAT_S,
+    STEADY_S,
     _Child,
+    back_off,
     child_environment,
     overdue,
     parse_liveness,
@@ -80,3 +82,17 @@ def test_a_started_child_beats_on_its_own_pipe_and_is_heard() -> None:
         child.process.wait(30)
         child.exited()
     assert child.beats is None and child.process is None
+
+
+def test_restarts_back_off_while_a_child_keeps_exiting_soon_after_its_start() -> None:
+    exits, delays = 0, []
+    for _ in range(8):
+        exits, delay = back_off(exits, ran_s=2.0)
+        delays.append(delay)
+    assert delays == [1, 2, 4, 8, 16, 30, 30, 30]
+    assert exits == 8
+
+
+def test_a_child_that_ran_steadily_is_restarted_after_one_second_again() -> None:
+    assert back_off(7, ran_s=STEADY_S) == (1, 1)
+    assert back_off(7, ran_s=STEADY_S - 0.1) == (8, 30)
