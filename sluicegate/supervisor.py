@@ -68,7 +68,8 @@ ONE_PER_PROCESS = ("SLUICEGATE_HEALTH", heartbeat.ENV)
 environment (each child gets a heartbeat descriptor of its own)."""
 
 LIVENESS_ENV = "SLUICEGATE_SERVE_LIVENESS"
-DEFAULT_LIVENESS = "30s"
+DEFAULT_LIVENESS_S = 30.0
+DEFAULT_LIVENESS = f"{DEFAULT_LIVENESS_S:.0f}s"
 
 
 def child_environment(environ: Mapping[str, str]) -> dict[str, str]:
@@ -196,7 +197,7 @@ def serve(
     only: list[str] | None = None,
     stop: threading.Event | None = None,
     pid_file: Path | None = None,
-    liveness_s: float | None = 30.0,
+    liveness_s: float | None = DEFAULT_LIVENESS_S,
 ) -> int:
     """Run the components until SIGTERM/SIGINT (or ``stop``), restarting any that exits, and
     killing (then restarting) any that sent no heartbeat for ``liveness_s`` (``None``: never)."""
