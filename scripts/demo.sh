@@ -5,8 +5,9 @@
 # processor was killed with SIGKILL and restarted) and one of B give 2 runs and 6 branch
 # launches, not 15. Then the gate: a fresh signal dispatched, a delayed one expiring at the
 # gate, a newer one superseding an older one, and an older one arriving last that loses at
-# once. Then Sluicegate keeps running until Ctrl-C (DEMO_EXIT=1: stop after the demo). Runs
-# against the local stack that `make up` started.
+# once. Then the gateway's recovery of an entry whose answer was lost, and serve replacing a
+# frozen projector. Then Sluicegate keeps running until Ctrl-C (DEMO_EXIT=1: stop after the
+# demo). Runs against the local stack that `make up` started.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 sg=.venv/bin/sluicegate
@@ -20,9 +21,11 @@ $sg workflows apply examples/btc-breakout.toml
 # serve keeps this file of "NAME PID" lines current: the demo signals one child by its pid,
 # never by matching process names (which could hit any process on the machine).
 pid_file=var/run/serve.pids
+# A liveness window of 15 s instead of 30, so that the last step's frozen projector is replaced
+# sooner; still twice the 7 s the gate is paused for on purpose.
 say "starting sluicegate serve (log: var/log/serve.log, pids: $pid_file)"
-$sg serve --pid-file "$pid_file" --only venue --only processor --only gate --only gateway \
-  --only projector --only ingest \
+$sg serve --pid-file "$pid_file" --liveness 15s --only venue --only processor --only gate \
+  --only gateway --only projector --only ingest \
   >var/log/serve.log 2>&1 &
 serve_pid=$!
 # Two demonstration workers in their own groups: one proposes (signal) and journals, one
@@ -209,6 +212,18 @@ wait_for 90 bash -c "$sg runs timeline '$lost_run' | grep -Eq 'ReceiptRecorded +
 $sg runs timeline "$lost_run"
 echo
 echo "venue orders for the entry: $(venue_orders "$entry_id") (sent once); for the protection: $(venue_orders "${lost_run#run-}-P")"
+
+say "serve: a frozen component is replaced (the projector is paused with SIGSTOP, for good)"
+echo "A frozen process (a debugger, a suspended VM, a swap storm) neither exits nor answers."
+echo "Each child of serve beats on a pipe while it is worth keeping; one silent for the"
+echo "liveness window (15 s here, 30 s by default) is killed with SIGKILL and restarted, and the"
+echo "projector carries on from the offsets it stored with its last batch."
+projector_pid=$(pid_of projector)
+kill -STOP "$projector_pid"
+echo "paused projector pid $projector_pid at $(date -u +%T)"
+wait_for 60 running_other_than projector "$projector_pid"
+grep -a "sent no heartbeat" var/log/serve.log | tail -n 1
+echo "serve restarted it as pid $(pid_of projector) at $(date -u +%T)"
 
 say "the counts: dispatched, expired before send, superseded, unresolved attempts, holds"
 $sg stats
