@@ -15,7 +15,6 @@ import signal
 import subprocess
 import sys
 import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -29,6 +28,7 @@ from tests.support.admission_drill import Stream, count_outcomes, plan, verify
 from tests.support.component_process import ROOT
 from tests.support.kafka import unique_settings, wait_until
 from tests.support.ports import free_port
+from tests.support.serve import http_get, pids_in
 
 pytestmark = pytest.mark.drill
 
@@ -66,11 +66,7 @@ class Serve:
             self.process = subprocess.Popen(command, cwd=ROOT, env=environ, stdout=log, stderr=log)
 
     def pids(self) -> dict[str, int]:
-        try:
-            lines = self.pid_file.read_text().splitlines()
-        except FileNotFoundError:
-            return {}
-        return {name: int(pid) for name, pid in (line.split() for line in lines)}
+        return pids_in(self.pid_file)
 
     def kills(self) -> int:
         return self.log_path.read_text(errors="replace").count(KILLED)
@@ -117,11 +113,8 @@ def test_a_frozen_processor_is_replaced_and_every_occurrence_admitted_once(
 
 
 def answers(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(url, timeout=2) as response:
-            return int(response.status) == 200
-    except OSError:
-        return False
+    answer = http_get(url)
+    return answer is not None and answer[0] == 200
 
 
 def test_every_frozen_component_is_replaced_and_the_replacements_are_kept(tmp_path: Path) -> None:

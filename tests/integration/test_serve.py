@@ -7,8 +7,6 @@ import signal
 import subprocess
 import sys
 import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 
 import pytest
@@ -16,6 +14,7 @@ import pytest
 from streams.kafka.topics import ensure_topics
 from tests.support.kafka import unique_settings, wait_until
 from tests.support.ports import free_port
+from tests.support.serve import http_get, pids_in
 
 pytestmark = pytest.mark.integration
 
@@ -61,15 +60,6 @@ def test_serve_restarts_a_killed_component_and_stops_cleanly() -> None:
     assert "processor exited with -9; restart in 1 s" in stderr
 
 
-def pids_in(path: Path) -> dict[str, int]:
-    """``sluicegate serve --pid-file``'s content: one ``NAME PID`` per line."""
-    try:
-        text = path.read_text()
-    except FileNotFoundError:
-        return {}
-    return {name: int(pid) for name, pid in (line.split() for line in text.splitlines())}
-
-
 def test_serve_pid_file_names_the_running_child_and_follows_its_restart(tmp_path: Path) -> None:
     settings = unique_settings()
     ensure_topics(settings)
@@ -108,17 +98,6 @@ def test_serve_pid_file_names_the_running_child_and_follows_its_restart(tmp_path
         _, stderr = serve.communicate(timeout=60)
     assert serve.returncode == 0, stderr[-2000:]
     assert not pid_file.exists()
-
-
-def http_get(url: str) -> tuple[int, bytes] | None:
-    """Status and body, or ``None`` while nothing listens there."""
-    try:
-        with urllib.request.urlopen(url, timeout=5) as response:
-            return int(response.status), bytes(response.read())
-    except urllib.error.HTTPError as e:
-        return int(e.code), bytes(e.read())
-    except OSError:
-        return None
 
 
 def test_serve_starts_the_read_listener_beside_the_webhook() -> None:
