@@ -250,6 +250,7 @@ class Restorer:
             log.warning("%s[%d]: checkpoint unreadable (%s); restoring all", topic, partition, e)
             return PartitionStore(path, fresh=True), None
         if kept is None:
+            log.info("%s[%d]: no local checkpoint; restoring in full", topic, partition)
             return PartitionStore(path, fresh=True), None
         try:
             changelog = self.describe(topic, partition, deadline)
