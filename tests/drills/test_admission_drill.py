@@ -24,14 +24,13 @@ from streams.engine.store import PartitionStore, state_key
 from tests.support.admission import AdmissionHarness
 from tests.support.admission_drill import (
     RESTORED_KEY,
-    ProcessorProcess,
     Stream,
     broker,
     plan,
     verify,
     write_changelog,
 )
-from tests.support.component_process import ROOT
+from tests.support.component_process import ROOT, ProcessorProcess
 from tests.support.history import cleanup
 from tests.support.kafka import wait_until
 

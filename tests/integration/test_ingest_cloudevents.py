@@ -29,18 +29,18 @@ from schemas.events import (
 )
 from streams.core.workflow import parse_workflow_file, revise
 from streams.settings import Settings
+from tests.support.component_process import ProcessorProcess
 from tests.support.ingest import (
     REPO,
     Client,
-    ProcessorProcess,
     breakout,
     fresh_settings,
     ingest_client,
     publish_workflows,
     read_deliveries,
     read_runs,
-    wait_for,
 )
+from tests.support.kafka import wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -83,16 +83,20 @@ def binary(ce: dict[str, object]) -> tuple[bytes, dict[str, str]]:
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Settings, dict[str, str]]]:
     settings, env = fresh_settings()
     publish_workflows(settings, signals("warmup"))
-    processor = ProcessorProcess(env, tmp_path_factory.mktemp("ce") / "processor.log")
+    processor = ProcessorProcess(settings, "cloudevents", tmp_path_factory.mktemp("ce"), env=env)
+    processor.start()
     try:
         # The first assignment takes a few seconds: wait for one admission before measuring.
         status, answers = send(settings, "warmup", [(orjson.dumps(event("w")), STRUCTURED, {})])
         assert status == [202], answers
-        wait_for(
-            lambda: any(isinstance(r, RunAdmitted) for r in read_runs(settings)),
-            120,
-            f"the processor to admit the warm-up event:\n{processor.log_tail()}",
-        )
+        try:
+            wait_until(
+                lambda: any(isinstance(r, RunAdmitted) for r in read_runs(settings)),
+                120,
+                what="the processor to admit the warm-up event",
+            )
+        except TimeoutError:
+            pytest.fail(f"processor log:\n{processor.log_tail()}")
         yield settings, env
     finally:
         processor.stop()

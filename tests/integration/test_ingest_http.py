@@ -23,23 +23,22 @@ from consumers.ingest.workflows import WorkflowDirectory
 from schemas.events import RunAdmitted
 from streams.adapters.workflow_table import WorkflowTable
 from streams.settings import load_settings
+from tests.support.component_process import ProcessorProcess
 from tests.support.ingest import (
     REPO,
     SLUICEGATE,
     Client,
-    ProcessorProcess,
     breakout,
     candle_payload,
     current_minute_ms,
     end_offsets,
     fresh_settings,
     ingest_client,
-    processor_available,
     publish_workflows,
     read_deliveries,
     read_runs,
-    wait_for,
 )
+from tests.support.kafka import wait_until
 from tests.support.ports import free_port
 
 pytestmark = pytest.mark.integration
@@ -169,15 +168,14 @@ def test_kafka_down_is_503_well_inside_three_seconds() -> None:
 
 
 def test_wait_returns_admission_outcomes_from_the_processor(tmp_path: Path) -> None:
-    if not processor_available():
-        pytest.skip("`sluicegate processor` does not exist in this build yet")
     settings, env = fresh_settings()
     publish_workflows(settings, breakout("waits"))
     minute = current_minute_ms()
     warmup = orjson.dumps(candle_payload(minute - 60_000))
     body = orjson.dumps(candle_payload(minute))
     conflicting = orjson.dumps(candle_payload(minute, price="1.0"))
-    processor = ProcessorProcess(env, tmp_path / "processor.log")
+    processor = ProcessorProcess(settings, "waits", tmp_path, env=env)
+    processor.start()
 
     async def scenario() -> list[tuple[int, Any]]:
         async with ingest_client(settings) as client:
@@ -188,13 +186,13 @@ def test_wait_returns_admission_outcomes_from_the_processor(tmp_path: Path) -> N
             warm_id = answer["delivery_id"]
             await asyncio.get_running_loop().run_in_executor(
                 None,
-                lambda: wait_for(
+                lambda: wait_until(
                     lambda: any(
                         isinstance(r, RunAdmitted) and r.delivery_id == warm_id
                         for r in read_runs(settings)
                     ),
                     120,
-                    "the processor to admit the warm-up delivery",
+                    what="the processor to admit the warm-up delivery",
                 ),
             )
             return [

@@ -25,20 +25,19 @@ import orjson
 import pytest
 
 from schemas.events import DeliveryDeduplicated, RunAdmitted
+from tests.support.component_process import ProcessorProcess
 from tests.support.ingest import (
     REPO,
     SLUICEGATE,
-    ProcessorProcess,
     breakout,
     candle_payload,
     current_minute_ms,
     fresh_settings,
-    processor_available,
     publish_workflows,
     read_deliveries,
     read_runs,
-    wait_for,
 )
+from tests.support.kafka import wait_until
 from tests.support.ports import free_port
 
 pytestmark = pytest.mark.integration
@@ -144,15 +143,14 @@ def test_two_thousand_concurrent_posts_of_five_hundred_occurrences(tmp_path: Pat
     assert {d.delivery_id: d.admission_key for d in deliveries} == answered
     assert len({d.admission_key for d in deliveries}) == OCCURRENCES
 
-    if not processor_available():
-        pytest.skip("`sluicegate processor` does not exist in this build yet")
     ids = set(answered)
-    processor = ProcessorProcess(env, tmp_path / "processor.log")
+    processor = ProcessorProcess(settings, "load", tmp_path, env=env)
+    processor.start()
     try:
-        wait_for(
+        wait_until(
             lambda: ids <= {getattr(r, "delivery_id", None) for r in read_runs(settings)},
             180,
-            "outcomes of all 2,000 deliveries",
+            what="outcomes of all 2,000 deliveries",
         )
     except TimeoutError:
         pytest.fail(f"processor log:\n{processor.log_tail()}")

@@ -17,20 +17,19 @@ import pytest
 
 from schemas.commands import AdmitDelivery
 from schemas.events import DeliveryDeduplicated, RunAdmitted
+from tests.support.component_process import ProcessorProcess
 from tests.support.ingest import (
     FakeClock,
-    ProcessorProcess,
     breakout,
     candle_payload,
     current_minute_ms,
     fresh_settings,
     ingest_client,
-    processor_available,
     publish_workflows,
     read_deliveries,
     read_runs,
-    wait_for,
 )
+from tests.support.kafka import wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -84,17 +83,16 @@ def test_tradingview_resends_after_a_500_become_one_run(tmp_path: Path) -> None:
     assert all(d.channel == "http" for d in deliveries)
     assert all(TOKEN not in d.payload_json for d in deliveries)
 
-    if not processor_available():
-        pytest.skip("`sluicegate processor` does not exist in this build yet")
     ids = {d.delivery_id for d in deliveries}
-    processor = ProcessorProcess(env, tmp_path / "processor.log")
+    processor = ProcessorProcess(settings, "resend", tmp_path, env=env)
+    processor.start()
     try:
 
         def decided() -> bool:
             seen = {getattr(r, "delivery_id", None) for r in read_runs(settings)}
             return ids <= seen
 
-        wait_for(decided, 120, "outcomes of the four deliveries")
+        wait_until(decided, 120, what="outcomes of the four deliveries")
     except TimeoutError:
         pytest.fail(f"processor did not decide in time; its log:\n{processor.log_tail()}")
     finally:

@@ -1,6 +1,5 @@
 """What the admission processor's kill -9 drills share (``tests/drills/test_admission_drill.py``).
 
-:class:`ProcessorProcess` runs ``sluicegate processor`` as a child to kill, stop and resume;
 :class:`Stream` produces planned deliveries (:func:`plan`); :func:`verify` waits for every
 outcome and asserts exactly-once; :func:`write_changelog` puts a large admission state on the
 changelog; :func:`broker` stops and starts the local broker.
@@ -13,7 +12,6 @@ import subprocess
 import threading
 import time
 from collections import Counter
-from pathlib import Path
 
 from schemas.codec import decode
 from schemas.events import BranchLaunched, RunAdmitted
@@ -22,29 +20,10 @@ from streams.engine.store import state_key, timer_key
 from streams.kafka.clients import transactional_producer
 from streams.settings import Settings
 from tests.support.admission import OUTCOMES, AdmissionHarness, candle, delivery_for
-from tests.support.component_process import ROOT, ComponentProcess
+from tests.support.component_process import ROOT
 from tests.support.kafka import read_topic, wait_until
 
 SLOTS = 3
-
-
-class ProcessorProcess(ComponentProcess):
-    """``sluicegate processor --instance-id <id>``, its log ``<log_dir>/<id>.log``."""
-
-    def __init__(
-        self,
-        settings: Settings,
-        instance_id: str,
-        log_dir: Path,
-        env: dict[str, str] | None = None,
-    ) -> None:
-        super().__init__(
-            settings,
-            "processor",
-            ["--instance-id", instance_id],
-            log_path=log_dir / f"{instance_id}.log",
-            env=env,
-        )
 
 
 def plan(total: int, duplicate_share: float, seed: int) -> list[dict[str, object]]:

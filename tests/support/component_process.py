@@ -78,6 +78,13 @@ class ComponentProcess:
     def log_size(self) -> int:
         return self.log_path.stat().st_size
 
+    def log_tail(self, chars: int = 4000) -> str:
+        """The end of the log, for a failure message."""
+        try:
+            return self.log_path.read_text(errors="replace")[-chars:]
+        except FileNotFoundError:
+            return "(no log)"
+
     def log_mentions(self, text: str, after: int) -> bool:
         """Whether the log holds ``text`` past its first ``after`` bytes."""
         with self.log_path.open("rb") as log:
@@ -96,3 +103,22 @@ class ComponentProcess:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait()
+
+
+class ProcessorProcess(ComponentProcess):
+    """``sluicegate processor --instance-id <id>``, its log ``<log_dir>/<id>.log``."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        instance_id: str,
+        log_dir: Path,
+        env: Mapping[str, str] | None = None,
+    ) -> None:
+        super().__init__(
+            settings,
+            "processor",
+            ["--instance-id", instance_id],
+            log_path=log_dir / f"{instance_id}.log",
+            env=env,
+        )

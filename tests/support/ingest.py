@@ -8,9 +8,6 @@ own workflows published to the compacted topic, and, where admission is needed, 
 from __future__ import annotations
 
 import os
-import shutil
-import signal
-import subprocess
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Mapping
@@ -191,50 +188,3 @@ class FakeClock:
 
     def advance(self, ms: int) -> None:
         self.now_ms += ms
-
-
-def processor_available() -> bool:
-    """Whether this build has ``sluicegate processor``."""
-    result = subprocess.run(
-        [str(SLUICEGATE), "processor", "--help"], capture_output=True, check=False, timeout=60
-    )
-    return result.returncode == 0
-
-
-class ProcessorProcess:
-    """``sluicegate processor`` as a subprocess with a test's settings; stopped with SIGTERM."""
-
-    def __init__(self, env: Mapping[str, str], log_path: Path) -> None:
-        full_env = {**os.environ, **env, "SLUICEGATE_INSTANCE_ID": f"p-{uuid.uuid4().hex[:6]}"}
-        self.log_path = log_path
-        self._log = log_path.open("wb")
-        self.process = subprocess.Popen(
-            [str(SLUICEGATE), "processor"],
-            env=full_env,
-            cwd=REPO,
-            stdout=self._log,
-            stderr=subprocess.STDOUT,
-        )
-        self.state_dir = Path(env["SLUICEGATE_STATE_DIR"])
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(30)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(10)
-        self._log.close()
-        shutil.rmtree(self.state_dir, ignore_errors=True)
-
-    def log_tail(self) -> str:
-        return self.log_path.read_text(errors="replace")[-4000:]
-
-
-def wait_for(predicate: Callable[[], bool], timeout_s: float, what: str) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"{what}: not within {timeout_s} s")
-        time.sleep(0.25)

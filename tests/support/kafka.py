@@ -151,14 +151,17 @@ def high_watermark(consumer: Consumer, partition: TopicPartition, timeout_s: flo
             time.sleep(0.1)
 
 
-def wait_until(predicate: object, timeout_s: float = 60.0, interval_s: float = 0.2) -> None:
-    """Poll ``predicate()`` until it is truthy; raise ``TimeoutError`` after ``timeout_s``."""
+def wait_until(
+    predicate: object, timeout_s: float = 60.0, interval_s: float = 0.2, *, what: str = "condition"
+) -> None:
+    """Poll ``predicate()`` until it is truthy; raise ``TimeoutError`` naming ``what`` after
+    ``timeout_s``."""
     deadline = time.monotonic() + timeout_s
     while True:
         if predicate():  # type: ignore[operator]
             return
         if time.monotonic() > deadline:
-            raise TimeoutError(f"condition not met within {timeout_s} s")
+            raise TimeoutError(f"{what} not met within {timeout_s} s")
         time.sleep(interval_s)
 
 
