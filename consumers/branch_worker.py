@@ -8,11 +8,13 @@ accepts each once per (run, slot) and writes the fact (``BranchCompleted``, ...)
 
 Guarantees and limits:
 
-* At-least-once: offsets are committed only after the reports of the batch were acknowledged
-  (commit order: handle -> produce reports -> flush -> commit offsets). A crash in between
-  repeats the task; the processor counts each (run, slot) result once, so a repeat is
-  harmless to the run, but a handler with external effects must itself be idempotent per
-  (run_id, slot), for example by keying its writes on them.
+* At-least-once: offsets are committed only after the reports of a turn were acknowledged
+  (commit order: handle -> produce reports -> flush -> commit offsets, once per turn). A turn
+  takes up to 200 tasks and ends early once its handlers have run 5 s (the tasks it did not
+  reach are sought back to and taken by the next turn), so a crash repeats at most that
+  turn's tasks, one task if each handler takes 5 s or more. The processor counts each (run,
+  slot) result once, so a repeat is harmless to the run, but a handler with external effects
+  must itself be idempotent per (run_id, slot), for example by keying its writes on them.
 * The deadline is checked when the task is taken: a task that is no longer eligible
   (``now + clock_uncertainty >= expires_at``; equality fails) is reported skipped with reason
   ``expired_at_dequeue`` and the handler is never called. By default that check applies to
@@ -37,7 +39,7 @@ from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 
 import orjson
-from confluent_kafka import KafkaException
+from confluent_kafka import KafkaException, Message, TopicPartition
 
 from consumers.errors import ConsumersError
 from schemas.codec import decode, encode
@@ -56,6 +58,11 @@ from streams.kafka.consuming import take
 from streams.settings import Settings
 
 log = logging.getLogger("sluicegate.worker")
+
+BATCH = 200
+"""Tasks taken at most per turn."""
+TURN_BUDGET_S = 5.0
+"""A turn that has handled tasks this long commits them and leaves the rest to the next."""
 
 EXPIRED_AT_DEQUEUE = "expired_at_dequeue"
 RECORD_ONLY = "record"
@@ -165,8 +172,10 @@ class BranchWorker:
         group: str = "branch-workers",
         clock: Callable[[], int] = wall_clock_ms,
         name: str | None = None,
+        monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self.handler = handler
+        self.monotonic = monotonic
         self.slots = set(slots) if slots else None
         self.deadline_slots = set(deadline_slots) if deadline_slots is not None else None
         self.clock_uncertainty_ms = clock_uncertainty_ms
@@ -174,8 +183,9 @@ class BranchWorker:
         self.name = name or f"{socket.gethostname()}-{threading.get_ident()}"
         self.stop_event = threading.Event()
         self.handled = 0
-        self.came_round_at = time.monotonic()
-        """Monotonic time :meth:`run`'s loop last came round (construction, before it runs)."""
+        self.came_round_at = monotonic()
+        """Monotonic time the worker last made progress: its loop came round or a handler
+        returned (construction, before it runs)."""
         self._results = settings.topic(BRANCH_RESULTS)
         self._consumer = read_committed_consumer(
             settings,
@@ -188,7 +198,7 @@ class BranchWorker:
     def run(self) -> None:
         try:
             while not self.stop_event.is_set():
-                self.came_round_at = time.monotonic()
+                self.came_round_at = self.monotonic()
                 self.step()
         finally:
             self._consumer.close()
@@ -198,42 +208,88 @@ class BranchWorker:
         self.stop_event.set()
 
     def alive(self, now: float, stalled_after_s: float = 60.0) -> bool:
-        """Whether :meth:`run`'s loop came round within ``stalled_after_s``: one turn is a
-        batch of up to 200 tasks, each handled by the handler, so a handler that may take
-        longer needs a larger limit (or no supervisor's liveness window)."""
+        """Whether the worker made progress within ``stalled_after_s``: its loop came round,
+        or a handler returned (it counts after each task, not once per turn). A single
+        handler that may take longer needs a larger limit (or no supervisor's liveness
+        window)."""
         return now - self.came_round_at <= stalled_after_s
 
     def step(self, timeout_s: float = 0.2) -> int:
-        """Handle one batch of tasks; return how many were handled."""
-        messages = take(self._consumer, 200, timeout_s)
+        """Handle one turn of tasks; return how many were handled.
+
+        A turn takes up to :data:`BATCH` tasks and ends early once it has handled tasks for
+        :data:`TURN_BUDGET_S`: the tasks it did not reach are taken again by the next turn
+        (the consumer is sought back to them), and what it handled is committed now. So a
+        crash repeats at most one turn's tasks however slow the handlers, and the consumer
+        is polled often enough to keep its assignment (``max.poll.interval.ms``, 300 s; a
+        single handler must stay below it).
+        """
+        messages = take(self._consumer, BATCH, timeout_s)
+        started = self.monotonic()
         handled = 0
+        reached = 0
         for msg in messages:
-            if msg.error() is not None or msg.value() is None:
-                continue
-            try:
-                record = decode(msg.value() or b"")
-            except SchemaError as e:
-                log.warning(
-                    "undecodable task at %s[%d]@%d: %s",
-                    msg.topic(),
-                    msg.partition(),
-                    msg.offset(),
-                    e,
-                )
-                continue
-            served = self.slots is None or getattr(record, "slot", None) in self.slots
-            if isinstance(record, BranchLaunched | BranchRelaunched) and served:
-                self._handle(record)
+            if handled and self.monotonic() - started >= TURN_BUDGET_S:
+                break
+            reached += 1
+            if self._take(msg):
                 handled += 1
-        if messages:
+                self.came_round_at = self.monotonic()
+        if reached < len(messages):
+            self._seek_back(messages[reached:])
+        if reached:
             if self._producer.flush(30):
                 raise ConsumersError("branch reports not acknowledged in 30 s; tasks will repeat")
-            try:
-                self._consumer.commit(asynchronous=False)
-            except KafkaException as e:
-                log.warning("offset commit failed (tasks may repeat): %s", e.args[0].str())
+            self._commit(messages[:reached])
         self.handled += handled
         return handled
+
+    def _take(self, msg: Message) -> bool:
+        """Handle ``msg`` if it is a task of a served slot; whether it was."""
+        if msg.error() is not None or msg.value() is None:
+            return False
+        try:
+            record = decode(msg.value() or b"")
+        except SchemaError as e:
+            log.warning(
+                "undecodable task at %s[%d]@%d: %s", msg.topic(), msg.partition(), msg.offset(), e
+            )
+            return False
+        served = self.slots is None or getattr(record, "slot", None) in self.slots
+        if isinstance(record, BranchLaunched | BranchRelaunched) and served:
+            self._handle(record)
+            return True
+        return False
+
+    def _commit(self, done: Sequence[Message]) -> None:
+        """Commit the offsets just past ``done`` (never past a task not yet handled)."""
+        offsets: dict[tuple[str, int], int] = {}
+        for msg in done:
+            topic, offset = msg.topic(), msg.offset()
+            if topic is not None and offset is not None and offset >= 0:
+                offsets[(topic, msg.partition() or 0)] = offset + 1
+        if not offsets:
+            return
+        try:
+            self._consumer.commit(
+                offsets=[TopicPartition(t, p, o) for (t, p), o in offsets.items()],
+                asynchronous=False,
+            )
+        except KafkaException as e:
+            log.warning("offset commit failed (tasks may repeat): %s", e.args[0].str())
+
+    def _seek_back(self, rest: Sequence[Message]) -> None:
+        """Seek each partition back to its first task of ``rest`` (taken, not reached)."""
+        first: dict[tuple[str, int], int] = {}
+        for msg in rest:
+            topic, offset = msg.topic(), msg.offset()
+            if topic is not None and offset is not None and offset >= 0:
+                first.setdefault((topic, msg.partition() or 0), offset)
+        for (topic, partition), offset in first.items():
+            try:
+                self._consumer.seek(TopicPartition(topic, partition, offset))
+            except KafkaException as e:  # the partition went elsewhere: its owner takes it
+                log.warning("cannot seek %s[%d] back to %d: %s", topic, partition, offset, e)
 
     def _handle(self, launched: BranchLaunched | BranchRelaunched) -> None:
         task, first = take_task(

@@ -192,3 +192,56 @@ def test_a_fresh_signal_is_proposed_approved_and_dispatched_by_the_gate(
     assert action.expires_at_ms == run.expires_at_ms
     assert action.approvals == ("analysis",)
     assert (action.instrument, action.account, action.side) == ("BTCUSDT", "acc-1", "buy")
+
+
+def test_a_crash_repeats_only_the_task_in_flight_however_slow_the_handlers(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A worker takes a batch of tasks at once. With slow handlers it commits what it has
+    handled once a turn has run :data:`TURN_BUDGET_S`, not once the whole batch is done: a
+    crash repeats the task in flight, not every task of the batch before it. The handlers'
+    time is a controlled clock: each takes 20 s of it."""
+    harness = AdmissionHarness(partitions=1)  # every task in one partition, one batch
+    try:
+        harness.apply_workflow()
+        harness.start_processor()
+        for minute in range(4):
+            harness.deliver(candle(candle_open=f"2026-11-30T11:5{minute + 6}:00Z"))
+        harness.wait_for(lambda o: len(o.of(BranchLaunched)) == 12)
+        spent = [0.0]
+        handled: list[tuple[str, str]] = []
+
+        class Crash(BaseException):
+            """Ends the worker's loop mid-batch, as a kill would."""
+
+        def slow(task: Task) -> dict[str, object]:
+            if len(handled) == 6:
+                raise Crash
+            handled.append((task.run_id, task.slot))
+            spent[0] += 20.0
+            return {}
+
+        first = BranchWorker(
+            harness.settings, slow, deadline_slots=[], name="first", monotonic=lambda: spent[0]
+        )
+        with pytest.raises(Crash):
+            first.run()
+        assert len(handled) == 6
+        assert first.alive(spent[0])  # it came round after each task, not once per batch
+        again: list[tuple[str, str]] = []
+
+        def fast(task: Task) -> dict[str, object]:
+            again.append((task.run_id, task.slot))
+            return {}
+
+        second = BranchWorker(harness.settings, fast, deadline_slots=[], name="second")
+        thread = run_worker(second)
+        try:
+            harness.wait_for(lambda o: len(o.of(BranchCompleted)) == 12)
+        finally:
+            second.stop()
+            thread.join(30)
+        assert set(again).isdisjoint(handled), f"{len(set(again) & set(handled))} repeated"
+        assert len(again) == 6  # the crashed task and the five never taken
+    finally:
+        harness.close()
