@@ -10,7 +10,7 @@ so the exactly-once core never pulls Faust or aiokafka.
   event dataclasses (codec ``"sluicegate"``: Avro single-object encoding, resolved by schema
   fingerprint, every released version readable).
 * :func:`serve_slot` makes an agent serve branch slots with the SDK's contract
-  (:func:`consumers.branch_worker.take_task`, :func:`~consumers.branch_worker.finish_task`).
+  (:func:`consumers.branch_tasks.take_task`, :func:`~consumers.branch_tasks.finish_task`).
 
 What it guarantees and what it does not: see the README section "Faust apps".
 """

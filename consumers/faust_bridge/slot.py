@@ -1,10 +1,10 @@
 """A Faust agent that serves branch slots with the SDK's contract.
 
 For each ``BranchLaunched`` / ``BranchRelaunched`` of a served slot the agent runs
-:func:`consumers.branch_worker.take_task` (deadline checked when the task is taken: an
+:func:`consumers.branch_tasks.take_task` (deadline checked when the task is taken: an
 expired task is reported skipped, ``expired_at_dequeue``, and the handler is never called),
 sends ``ReportBranchStarted`` to ``branch-results`` keyed by admission key and waits for the
-broker's acknowledgement, runs the handler (:func:`~consumers.branch_worker.finish_task`),
+broker's acknowledgement, runs the handler (:func:`~consumers.branch_tasks.finish_task`),
 sends its outcome the same way, and only then records ``(run_id, slot, attempt)`` in a Faust
 table; a later copy of a recorded task is not handled again.
 
@@ -32,7 +32,7 @@ from typing import Any
 
 import faust
 
-from consumers.branch_worker import Handler, Report, finish_task, take_task
+from consumers.branch_tasks import Handler, Report, finish_task, take_task
 from consumers.faust_bridge.app import records
 from schemas.commands import ReportBranchStarted
 from schemas.events import BranchLaunched, BranchRelaunched
