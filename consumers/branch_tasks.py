@@ -35,6 +35,7 @@ from schemas.commands import (
     ReportBranchStarted,
 )
 from schemas.events import BranchLaunched, BranchRelaunched
+from streams.core.limits import MAX_RESULT_BYTES
 
 log = logging.getLogger("sluicegate.worker")
 
@@ -173,8 +174,9 @@ def finish_task(
     task: Task, handler: Handler, *, worker: str, clock: Callable[[], int]
 ) -> ReportBranchCompleted | ReportBranchFailed | ReportBranchSkipped:
     """Run ``handler`` on a started task: exactly one of completed (a dict, or a
-    :class:`Proposal` as its result), failed (the handler raised) or skipped (it returned
-    :class:`Skip`)."""
+    :class:`Proposal` as its result), failed (the handler raised, or its result is over
+    :data:`~streams.core.limits.MAX_RESULT_BYTES` of JSON: Kafka could not carry it) or
+    skipped (it returned :class:`Skip`)."""
     who = (task.run_id, task.admission_key, task.slot, task.attempt, worker)
     try:
         outcome = handler(task)
@@ -187,8 +189,15 @@ def finish_task(
         return ReportBranchSkipped(*who, outcome.reason, clock())
     if isinstance(outcome, Proposal):
         outcome = outcome.as_result()
-    result = orjson.dumps(outcome, option=orjson.OPT_SORT_KEYS).decode()
-    return ReportBranchCompleted(*who, result, clock())
+    result = orjson.dumps(outcome, option=orjson.OPT_SORT_KEYS)
+    if len(result) > MAX_RESULT_BYTES:
+        log.warning("%s/%s: a result of %d bytes, failed", task.run_id, task.slot, len(result))
+        error = (
+            f"the handler's result is {len(result):,} bytes of JSON, more than the "
+            f"{MAX_RESULT_BYTES:,} a branch result may have: return less, or where to find it"
+        )
+        return ReportBranchFailed(*who, error, clock())
+    return ReportBranchCompleted(*who, result.decode(), clock())
 
 
 def checks_deadline(task: Task, deadline_slots: Collection[str] | None) -> bool:

@@ -15,7 +15,9 @@ changelog record) or schedule a timer beyond the engine's 13-digit keys (year 22
 * a workflow has at most :data:`MAX_SLOTS` slots and :data:`MAX_FIELDS` fields per list, and
   its durations are bounded (retention and window at most 366 days, branch timeout at most
   7 days, clock uncertainty at most 1 minute);
-* source times lie in 2000-01-01 .. 2200-01-01 (:mod:`streams.core.durations`).
+* source times lie in 2000-01-01 .. 2200-01-01 (:mod:`streams.core.durations`);
+* a branch result, as JSON, is at most :data:`MAX_RESULT_BYTES` (the branch-worker SDK
+  reports a larger one failed instead of sending it: ``consumers/branch_tasks.py``).
 
 Together these keep the largest possible admission state under :data:`MAX_STATE_BYTES`
 (``tests/unit/test_core_admission_bounds.py`` builds that state and measures it).
@@ -46,6 +48,10 @@ MAX_BRANCH_TIMEOUT_MS = 7 * MS_PER_DAY
 MAX_CLOCK_UNCERTAINTY_MS = MS_PER_MINUTE
 DEFAULT_CLOCK_UNCERTAINTY_MS = 250
 """``[workflow.validity] clock_uncertainty`` when omitted."""
+
+MAX_RESULT_BYTES = 512 * 1024
+"""Largest branch result a worker reports, in bytes of its JSON: the report, and the
+``BranchCompleted`` that carries it on, stay well under Kafka's 1 MiB record."""
 
 MAX_STATE_BYTES = 512 * 1024
 """Upper bound of one encoded admission state plus its changelog key, given the limits above."""

@@ -13,6 +13,7 @@ from schemas.commands import ReportBranchCompleted, ReportBranchStarted
 from schemas.events import (
     ActionDispatched,
     BranchCompleted,
+    BranchFailed,
     BranchLaunched,
     BranchSkipped,
     BranchStarted,
@@ -245,3 +246,34 @@ def test_a_crash_repeats_only_the_task_in_flight_however_slow_the_handlers(
         assert len(again) == 6  # the crashed task and the five never taken
     finally:
         harness.close()
+
+
+def test_a_result_too_large_to_report_fails_its_branch_not_the_worker(
+    harness: AdmissionHarness,
+) -> None:
+    """A handler's result travels as one Kafka record. A result over the record limit used to
+    raise out of the worker's loop (the producer refuses the record), so the worker died on
+    that task, and again on every restart. Now that branch is reported failed, with the
+    size in its error, and the worker goes on."""
+    harness.start_processor()
+    harness.deliver(candle())
+
+    def handler(task: Task) -> dict[str, object]:
+        if task.slot == "signal":
+            return {"blob": "x" * 2_000_000}
+        return {"slot": task.slot}
+
+    worker = BranchWorker(harness.settings, handler, deadline_slots=[], name="big")
+    thread = run_worker(worker)
+    try:
+        out = harness.wait_for(
+            lambda o: len(o.of(BranchFailed)) == 1 and len(o.of(BranchCompleted)) == 2
+        )
+        assert thread.is_alive(), "the worker died"
+    finally:
+        worker.stop()
+        thread.join(30)
+    [failed] = out.of(BranchFailed)
+    assert (failed.slot, failed.worker) == ("signal", "big")
+    assert "bytes" in failed.error and "result" in failed.error, failed.error
+    assert sorted(e.slot for e in out.of(BranchCompleted)) == ["analysis", "journal"]

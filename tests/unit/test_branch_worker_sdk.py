@@ -1,12 +1,15 @@
-"""The SDK's pure parts: the time left, and a proposal as the slot result admission reads."""
+"""The SDK's pure parts: the time left, a proposal as the slot result admission reads, and
+the largest result a branch reports."""
 
 from __future__ import annotations
 
 import orjson
 
-from consumers.branch_worker import Proposal, Task, demo_handler
+from consumers.branch_worker import Proposal, Task, demo_handler, finish_task
+from schemas.commands import ReportBranchCompleted, ReportBranchFailed
 from schemas.events import BranchCompleted
 from streams.core.admission.actions import propose
+from streams.core.limits import MAX_RESULT_BYTES
 from tests.support.core import MINUTE, T0
 
 
@@ -94,3 +97,17 @@ def test_the_demo_handler_proposes_from_the_proposing_slot_only() -> None:
     assert isinstance(proposed, Proposal)
     assert (proposed.kind, proposed.side, proposed.quantity) == ("entry", "sell", "0.01")
     assert not isinstance(demo_handler(task(slot="journal", action_role="record")), Proposal)
+
+
+def test_a_result_over_the_limit_fails_its_branch_and_one_at_it_completes() -> None:
+    # {"b":"..."} is 8 bytes of JSON around the string.
+    def sized(total: int) -> object:
+        return finish_task(task(), lambda _: {"b": "x" * (total - 8)}, worker="w", clock=lambda: 5)
+
+    at_limit = sized(MAX_RESULT_BYTES)
+    assert isinstance(at_limit, ReportBranchCompleted)
+    assert len(at_limit.result_json.encode()) == MAX_RESULT_BYTES
+    over = sized(MAX_RESULT_BYTES + 1)
+    assert isinstance(over, ReportBranchFailed)
+    assert (over.run_id, over.slot, over.worker, over.failed_at_ms) == ("run-1", "signal", "w", 5)
+    assert f"{MAX_RESULT_BYTES + 1:,} bytes" in over.error
