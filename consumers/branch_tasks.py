@@ -174,9 +174,10 @@ def finish_task(
     task: Task, handler: Handler, *, worker: str, clock: Callable[[], int]
 ) -> ReportBranchCompleted | ReportBranchFailed | ReportBranchSkipped:
     """Run ``handler`` on a started task: exactly one of completed (a dict, or a
-    :class:`Proposal` as its result), failed (the handler raised, or its result is over
-    :data:`~streams.core.limits.MAX_RESULT_BYTES` of JSON: Kafka could not carry it) or
-    skipped (it returned :class:`Skip`)."""
+    :class:`Proposal` as its result), failed (the handler raised, or its result is not JSON
+    or is over :data:`~streams.core.limits.MAX_RESULT_BYTES` of it: no report could carry it)
+    or skipped (it returned :class:`Skip`). Never raises what the handler returned or raised.
+    """
     who = (task.run_id, task.admission_key, task.slot, task.attempt, worker)
     try:
         outcome = handler(task)
@@ -189,7 +190,12 @@ def finish_task(
         return ReportBranchSkipped(*who, outcome.reason, clock())
     if isinstance(outcome, Proposal):
         outcome = outcome.as_result()
-    result = orjson.dumps(outcome, option=orjson.OPT_SORT_KEYS)
+    try:
+        result = orjson.dumps(outcome, option=orjson.OPT_SORT_KEYS)
+    except orjson.JSONEncodeError as e:  # a Decimal, a set, a key not a str: nothing to report
+        log.warning("%s/%s: a result that is not JSON (%s), failed", task.run_id, task.slot, e)
+        error = f"the handler's result is not JSON ({e}); return decimals as strings"
+        return ReportBranchFailed(*who, error, clock())
     if len(result) > MAX_RESULT_BYTES:
         log.warning("%s/%s: a result of %d bytes, failed", task.run_id, task.slot, len(result))
         error = (

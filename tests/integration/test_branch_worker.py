@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
+from decimal import Decimal
 
 import pytest
 
@@ -248,32 +249,37 @@ def test_a_crash_repeats_only_the_task_in_flight_however_slow_the_handlers(
         harness.close()
 
 
-def test_a_result_too_large_to_report_fails_its_branch_not_the_worker(
+def test_a_result_kafka_cannot_carry_fails_its_branch_not_the_worker(
     harness: AdmissionHarness,
 ) -> None:
-    """A handler's result travels as one Kafka record. A result over the record limit used to
-    raise out of the worker's loop (the producer refuses the record), so the worker died on
-    that task, and again on every restart. Now that branch is reported failed, with the
-    size in its error, and the worker goes on."""
+    """A handler's result travels as one Kafka record of JSON. A result over the record limit
+    (the producer refuses it) or one that is not JSON (a ``Decimal`` price, a set) used to
+    raise out of the worker's loop, so the worker died on that task, and again on every
+    restart. Now each such branch is reported failed, its error saying why, and the worker
+    goes on."""
     harness.start_processor()
     harness.deliver(candle())
 
     def handler(task: Task) -> dict[str, object]:
         if task.slot == "signal":
             return {"blob": "x" * 2_000_000}
+        if task.slot == "journal":
+            return {"price": Decimal("97000.5")}
         return {"slot": task.slot}
 
-    worker = BranchWorker(harness.settings, handler, deadline_slots=[], name="big")
+    worker = BranchWorker(harness.settings, handler, deadline_slots=[], name="odd")
     thread = run_worker(worker)
     try:
         out = harness.wait_for(
-            lambda o: len(o.of(BranchFailed)) == 1 and len(o.of(BranchCompleted)) == 2
+            lambda o: len(o.of(BranchFailed)) == 2 and len(o.of(BranchCompleted)) == 1
         )
         assert thread.is_alive(), "the worker died"
     finally:
         worker.stop()
         thread.join(30)
-    [failed] = out.of(BranchFailed)
-    assert (failed.slot, failed.worker) == ("signal", "big")
-    assert "bytes" in failed.error and "result" in failed.error, failed.error
-    assert sorted(e.slot for e in out.of(BranchCompleted)) == ["analysis", "journal"]
+    failed = {e.slot: e for e in out.of(BranchFailed)}
+    assert sorted(failed) == ["journal", "signal"]
+    assert {e.worker for e in failed.values()} == {"odd"}
+    assert "2,000,011 bytes" in failed["signal"].error, failed["signal"].error
+    assert "not JSON" in failed["journal"].error and "Decimal" in failed["journal"].error
+    assert [e.slot for e in out.of(BranchCompleted)] == ["analysis"]

@@ -3,6 +3,9 @@ the largest result a branch reports."""
 
 from __future__ import annotations
 
+from decimal import Decimal
+from typing import Any
+
 import orjson
 
 from consumers.branch_worker import Proposal, Task, demo_handler, finish_task
@@ -111,3 +114,18 @@ def test_a_result_over_the_limit_fails_its_branch_and_one_at_it_completes() -> N
     assert isinstance(over, ReportBranchFailed)
     assert (over.run_id, over.slot, over.worker, over.failed_at_ms) == ("run-1", "signal", "w", 5)
     assert f"{MAX_RESULT_BYTES + 1:,} bytes" in over.error
+
+
+def test_a_result_that_is_not_json_fails_its_branch_instead_of_raising() -> None:
+    results: list[tuple[dict[Any, object], str]] = [
+        ({"price": Decimal("1.5")}, "Decimal"),
+        ({1: "a"}, "key"),
+    ]
+    for result, why in results:
+
+        def handler(_: Task, r: dict[Any, object] = result) -> dict[str, object]:
+            return r
+
+        failed = finish_task(task(), handler, worker="w", clock=lambda: 5)
+        assert isinstance(failed, ReportBranchFailed)
+        assert "not JSON" in failed.error and why in failed.error, failed.error
