@@ -176,7 +176,8 @@ def finish_task(
     """Run ``handler`` on a started task: exactly one of completed (a dict, or a
     :class:`Proposal` as its result), failed (the handler raised, or its result is not JSON
     or is over :data:`~streams.core.limits.MAX_RESULT_BYTES` of it: no report could carry it)
-    or skipped (it returned :class:`Skip`). Never raises what the handler returned or raised.
+    or skipped (it returned :class:`Skip`). Neither an ``Exception`` from the handler nor a
+    result no report can carry escapes; a ``BaseException`` (``KeyboardInterrupt``) does.
     """
     who = (task.run_id, task.admission_key, task.slot, task.attempt, worker)
     try:

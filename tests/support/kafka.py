@@ -152,16 +152,20 @@ def high_watermark(consumer: Consumer, partition: TopicPartition, timeout_s: flo
 
 
 def wait_until(
-    predicate: object, timeout_s: float = 60.0, interval_s: float = 0.2, *, what: str = "condition"
+    predicate: object,
+    timeout_s: float = 60.0,
+    interval_s: float = 0.2,
+    *,
+    what: str = "the condition",
 ) -> None:
-    """Poll ``predicate()`` until it is truthy; raise ``TimeoutError`` naming ``what`` after
-    ``timeout_s``."""
+    """Poll ``predicate()`` until it is truthy; after ``timeout_s`` raise ``TimeoutError``
+    saying "waited <timeout_s> s for <what>"."""
     deadline = time.monotonic() + timeout_s
     while True:
         if predicate():  # type: ignore[operator]
             return
         if time.monotonic() > deadline:
-            raise TimeoutError(f"{what} not met within {timeout_s} s")
+            raise TimeoutError(f"waited {timeout_s} s for {what}")
         time.sleep(interval_s)
 
 
