@@ -25,7 +25,7 @@ import logging
 import socket
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 from confluent_kafka import KafkaException, Message, TopicPartition
 
@@ -150,7 +150,8 @@ class BranchWorker:
         handled = 0
         reached = 0
         for msg in messages:
-            if handled and self.monotonic() - started >= TURN_BUDGET_S:
+            # came_round_at is when the last handled task ended.
+            if handled and self.came_round_at - started >= TURN_BUDGET_S:
                 break
             reached += 1
             if self._take(msg):
@@ -184,11 +185,7 @@ class BranchWorker:
 
     def _commit(self, done: Sequence[Message]) -> None:
         """Commit the offsets just past ``done`` (never past a task not yet handled)."""
-        offsets: dict[tuple[str, int], int] = {}
-        for msg in done:
-            topic, offset = msg.topic(), msg.offset()
-            if topic is not None and offset is not None and offset >= 0:
-                offsets[(topic, msg.partition() or 0)] = offset + 1
+        offsets = {where: offset + 1 for where, offset in _positions(done)}  # the last wins
         if not offsets:
             return
         try:
@@ -202,10 +199,8 @@ class BranchWorker:
     def _seek_back(self, rest: Sequence[Message]) -> None:
         """Seek each partition back to its first task of ``rest`` (taken, not reached)."""
         first: dict[tuple[str, int], int] = {}
-        for msg in rest:
-            topic, offset = msg.topic(), msg.offset()
-            if topic is not None and offset is not None and offset >= 0:
-                first.setdefault((topic, msg.partition() or 0), offset)
+        for where, offset in _positions(rest):
+            first.setdefault(where, offset)
         for (topic, partition), offset in first.items():
             try:
                 self._consumer.seek(TopicPartition(topic, partition, offset))
@@ -233,6 +228,15 @@ class BranchWorker:
                 return
             except BufferError:
                 self._producer.poll(0.05)
+
+
+def _positions(messages: Sequence[Message]) -> Iterator[tuple[tuple[str, int], int]]:
+    """((topic, partition), offset) of each of ``messages`` that has a position (an error
+    event may not)."""
+    for msg in messages:
+        topic, offset = msg.topic(), msg.offset()
+        if topic is not None and offset is not None and offset >= 0:
+            yield (topic, msg.partition() or 0), offset
 
 
 DEMO_DELAY_FIELD = "demo_approval_delay_ms"
