@@ -11,12 +11,20 @@ contract of ``branch_tasks.py`` (its names are re-exported here). Guarantees and
 the worker:
 
 * At-least-once: offsets are committed only after the reports of a turn were acknowledged
-  (commit order: handle -> produce reports -> flush -> commit offsets, once per turn). A turn
-  takes up to 200 tasks and ends early once its handlers have run 5 s (the tasks it did not
-  reach are sought back to and taken by the next turn), so a crash repeats at most that
-  turn's tasks, one task if each handler takes 5 s or more. The processor counts each (run,
-  slot) result once, so a repeat is harmless to the run, but a handler with external effects
-  must itself be idempotent per (run_id, slot), for example by keying its writes on them.
+  (commit order: handle -> produce reports -> flush -> commit offsets, once per turn, and
+  for the partitions a rebalance takes away, before they go). A turn takes up to 200 tasks
+  and ends early once its handlers have run 5 s (the tasks it did not reach are sought back
+  to and taken by the next turn), so a crash repeats at most that turn's tasks, one task if
+  each handler takes 5 s or more. The processor counts each (run, slot) result once, so a
+  repeat is harmless to the run, but a handler with external effects must itself be
+  idempotent per (run_id, slot), for example by keying its writes on them.
+* A handler may run longer than the consumer's ``max.poll.interval.ms``: once one has run
+  :data:`KEEP_POLLING_AFTER_S`, a helper thread pauses the worker's partitions and polls
+  until it returns (``keep_polling.py``), so the consumer stays in its group and no other
+  worker takes the task meanwhile. A rebalance that starts meanwhile waits for the handler:
+  the worker reports it and commits what the turn has done on the partitions it gives up,
+  then lets them go (so the handler must end within the group's rebalance timeout,
+  ``max.poll.interval.ms``, or the worker is dropped and the task repeats elsewhere).
 """
 
 from __future__ import annotations
@@ -25,7 +33,7 @@ import logging
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 
 from confluent_kafka import KafkaException, Message, TopicPartition
 
@@ -42,7 +50,9 @@ from consumers.branch_tasks import (
     finish_task,
     take_task,
 )
+from consumers.demo_handler import demo_handler
 from consumers.errors import ConsumersError
+from consumers.keep_polling import KEEP_POLLING_AFTER_S, KeepPolling
 from schemas.codec import decode, encode
 from schemas.commands import ReportBranchStarted
 from schemas.errors import SchemaError
@@ -56,6 +66,7 @@ from streams.settings import Settings
 __all__ = [
     "BATCH",
     "EXPIRED_AT_DEQUEUE",
+    "KEEP_POLLING_AFTER_S",
     "RECORD_ONLY",
     "TURN_BUDGET_S",
     "BranchError",
@@ -94,6 +105,7 @@ class BranchWorker:
         clock: Callable[[], int] = wall_clock_ms,
         name: str | None = None,
         monotonic: Callable[[], float] = time.monotonic,
+        consumer_tuning: Mapping[str, object] | None = None,
     ) -> None:
         self.handler = handler
         self.monotonic = monotonic
@@ -111,10 +123,21 @@ class BranchWorker:
         self._consumer = read_committed_consumer(
             settings,
             group_id=f"{settings.topic_prefix}{group}",
-            tuning={"auto.offset.reset": "earliest"},
+            tuning={"auto.offset.reset": "earliest", **(consumer_tuning or {})},
         )
         self._producer = idempotent_producer(settings, tuning={"linger.ms": 5})
-        self._consumer.subscribe([settings.topic(TASKS)])
+        self._consumer.subscribe(
+            [settings.topic(TASKS)],
+            on_revoke=lambda _, partitions: self._revoked(partitions),
+            on_lost=lambda _, partitions: self._lost(partitions),
+        )
+        self._keeper = KeepPolling(self._consumer, name=self.name)
+        # The turn being played (step): its tasks, how many are done (reported), the
+        # partitions a rebalance took from it, and the outcome of the handler that runs.
+        self._turn: Sequence[Message] = ()
+        self._done = 0
+        self._gone: set[tuple[str | None, int]] = set()
+        self._outcome: Report | None = None
 
     def run(self) -> None:
         try:
@@ -122,7 +145,9 @@ class BranchWorker:
                 self.came_round_at = self.monotonic()
                 self.step()
         finally:
-            self._consumer.close()
+            self._keeper.close()
+            with self._keeper.lock:
+                self._consumer.close()
             self._producer.flush(10)
 
     def stop(self) -> None:
@@ -141,30 +166,71 @@ class BranchWorker:
         A turn takes up to :data:`BATCH` tasks and ends early once it has handled tasks for
         :data:`TURN_BUDGET_S`: the tasks it did not reach are taken again by the next turn
         (the consumer is sought back to them), and what it handled is committed now. So a
-        crash repeats at most one turn's tasks however slow the handlers, and the consumer
-        is polled often enough to keep its assignment (``max.poll.interval.ms``, 300 s; a
-        single handler must stay below it).
+        crash repeats at most one turn's tasks however slow the handlers. Tasks of a
+        partition a rebalance took away during the turn are left to its next owner.
         """
-        messages = take(self._consumer, BATCH, timeout_s)
+        with self._keeper.lock:
+            self._turn = take(self._consumer, BATCH, timeout_s)
+            self._done, self._gone, self._keeper.early = 0, set(), []
+            try:
+                return self._play()
+            finally:
+                # Nothing of a turn that ended (or broke off) is committed by a later rebalance.
+                self._turn, self._done, self._outcome = (), 0, None
+
+    def _play(self) -> int:
         started = self.monotonic()
         handled = 0
-        reached = 0
-        for msg in messages:
+        for msg in self._turn:
             # came_round_at is when the last handled task ended.
             if handled and self.came_round_at - started >= TURN_BUDGET_S:
                 break
-            reached += 1
-            if self._take(msg):
+            if _where(msg) not in self._gone and self._take(msg):
                 handled += 1
                 self.came_round_at = self.monotonic()
-        if reached < len(messages):
-            self._seek_back(messages[reached:])
-        if reached:
-            if self._producer.flush(30):
-                raise ConsumersError("branch reports not acknowledged in 30 s; tasks will repeat")
-            self._commit(messages[:reached])
+            self._done += 1
+        self._seek_back(self._kept(self._turn[self._done :]) + self._keeper.early)
+        done = self._kept(self._turn[: self._done])
+        if done:
+            self._flush()
+            self._commit(done)
         self.handled += handled
         return handled
+
+    def _kept(self, messages: Sequence[Message]) -> list[Message]:
+        """``messages`` of the partitions this turn still holds."""
+        return [m for m in messages if _where(m) not in self._gone]
+
+    def _flush(self) -> None:
+        if self._producer.flush(30):
+            raise ConsumersError("branch reports not acknowledged in 30 s; tasks will repeat")
+
+    def _revoked(self, partitions: Sequence[TopicPartition]) -> None:
+        """A rebalance takes ``partitions`` away. Inside a turn that happens only while a
+        handler runs (the helper polls then): it is waited for and reported, and what the
+        turn has done on them is committed before they go."""
+        gone = {(p.topic, p.partition or 0) for p in partitions}
+        # librdkafka keeps a partition's pause across assignments: one given back later
+        # would deliver nothing.
+        self._consumer.resume(list(partitions))
+        self._keeper.wait_for_handler()
+        done = self._done + self._report_outcome()  # the task in flight, once reported
+        settled = [m for m in self._kept(self._turn[:done]) if _where(m) in gone]
+        self._gone |= gone
+        if settled:
+            self._flush()
+            self._commit(settled)
+
+    def _lost(self, partitions: Sequence[TopicPartition]) -> None:
+        """The group dropped this worker: ``partitions`` are another's now, and a commit for
+        them would be refused; what the turn handled on them will be handled again there."""
+        self._gone |= {(p.topic, p.partition or 0) for p in partitions}
+        self._consumer.resume(list(partitions))
+        log.warning(
+            "the group dropped this worker (assignment lost): tasks of %d partitions will "
+            "be handled again by their next owner",
+            len(partitions),
+        )
 
     def _take(self, msg: Message) -> bool:
         """Handle ``msg`` if it is a task of a served slot; whether it was."""
@@ -217,7 +283,20 @@ class BranchWorker:
         )
         self._report(first)
         if isinstance(first, ReportBranchStarted):
-            self._report(finish_task(task, self.handler, worker=self.name, clock=self.clock))
+            self._keeper.lend(task)
+            try:
+                self._outcome = finish_task(task, self.handler, worker=self.name, clock=self.clock)
+            finally:
+                self._keeper.take_back()
+            self._report_outcome()
+
+    def _report_outcome(self) -> int:
+        """Report the outcome of the handler that returned last, once; 1 if it did now."""
+        outcome, self._outcome = self._outcome, None
+        if outcome is None:
+            return 0
+        self._report(outcome)
+        return 1
 
     def _report(self, event: Report) -> None:
         while True:
@@ -230,6 +309,10 @@ class BranchWorker:
                 self._producer.poll(0.05)
 
 
+def _where(msg: Message) -> tuple[str | None, int]:
+    return msg.topic(), msg.partition() or 0
+
+
 def _positions(messages: Sequence[Message]) -> Iterator[tuple[tuple[str, int], int]]:
     """((topic, partition), offset) of each of ``messages`` that has a position (an error
     event may not)."""
@@ -237,40 +320,3 @@ def _positions(messages: Sequence[Message]) -> Iterator[tuple[tuple[str, int], i
         topic, offset = msg.topic(), msg.offset()
         if topic is not None and offset is not None and offset >= 0:
             yield (topic, msg.partition() or 0), offset
-
-
-DEMO_DELAY_FIELD = "demo_approval_delay_ms"
-"""Payload field that makes the demonstration handler's approvals take that long (at most
-4 s): how ``make run`` keeps a candidate pending while a newer one arrives."""
-
-
-def demo_handler(task: Task) -> dict[str, object] | Proposal:
-    """The handler of ``sluicegate worker``: records what it saw, like a journal branch, and
-    from the proposing slot proposes a small entry on the signal's side, with a take-profit
-    protection and a notification. An approving slot
-    takes ``demo_approval_delay_ms`` of the payload (at most 4 s) before it completes."""
-    delay = task.payload.get(DEMO_DELAY_FIELD)
-    if task.action_role == "approve" and isinstance(delay, int) and not isinstance(delay, bool):
-        time.sleep(min(max(delay, 0), 4_000) / 1000)
-    seen: dict[str, object] = {
-        "slot": task.slot,
-        "instrument": task.payload.get("instrument"),
-        "side": task.payload.get("side"),
-        "attempt": task.attempt,
-    }
-    if task.action_role == "propose":
-        side = task.payload.get("side")
-        return Proposal(
-            kind="entry",
-            side=side if side in ("buy", "sell") else "buy",
-            # 0.01 less the venue's 0.1 % commission is still a multiple of BTCUSDT's lot
-            # step (0.00001), so the protection sized from it passes the venue's filter.
-            quantity="0.01",
-            params={"rule": task.payload.get("rule")},
-            # A resting take-profit (sized later from the exposure the venue reports) and a
-            # report to the operators' channel, so the demo shows a run's three actions.
-            protection={"kind": "take_profit", "limit_price": "99000.00", "stop_price": "99000.00"},
-            notification={"channel": "ops", "text": "entry placed by the demo worker"},
-            result=seen,
-        )
-    return seen

@@ -42,7 +42,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def cmd_worker(args: argparse.Namespace) -> int:
-    from consumers.branch_worker import demo_handler
+    from consumers.demo_handler import demo_handler
     from sluicegate import bootstrap
 
     logging.basicConfig(

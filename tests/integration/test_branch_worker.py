@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import threading
+from collections import Counter
 from collections.abc import Iterator
 from decimal import Decimal
 
 import pytest
+from confluent_kafka import Consumer, TopicPartition
 
 from consumers.branch_worker import BranchWorker, Proposal, Task, demo_handler
 from schemas.codec import decode
@@ -21,7 +23,7 @@ from schemas.events import (
     RunAdmitted,
     RunStatusChanged,
 )
-from schemas.topics import ACTIONS, BRANCH_RESULTS
+from schemas.topics import ACTIONS, BRANCH_RESULTS, TASKS
 from streams.apps.gate import GateApp
 from streams.engine.processor import Processor
 from tests.support.admission import AdmissionHarness, candle
@@ -283,3 +285,137 @@ def test_a_result_kafka_cannot_carry_fails_its_branch_not_the_worker(
     assert "2,000,011 bytes" in failed["signal"].error, failed["signal"].error
     assert "not JSON" in failed["journal"].error and "Decimal" in failed["journal"].error
     assert [e.slot for e in out.of(BranchCompleted)] == ["analysis"]
+
+
+SHORT_POLL_INTERVAL = {"session.timeout.ms": 6000, "max.poll.interval.ms": 6000}
+"""The broker's shortest session (``group.min.session.timeout.ms``) and, as librdkafka
+requires, a poll interval no shorter: a handler of 9 s outlasts it."""
+
+
+def claims_by_task(harness: AdmissionHarness) -> Counter[tuple[str, str]]:
+    """How many times each (run, slot) was taken: one ``ReportBranchStarted`` per handler call."""
+    return Counter(
+        (claim.run_id, claim.slot)
+        for claim in (
+            decode(m.value() or b"")
+            for m in read_topic(harness.settings, harness.settings.topic(BRANCH_RESULTS))
+        )
+        if isinstance(claim, ReportBranchStarted)
+    )
+
+
+def committed_past(harness: AdmissionHarness, group: str, offset: int) -> bool:
+    """Whether ``group`` committed a position past ``offset`` of the (single) tasks partition."""
+    consumer = Consumer(harness.settings.kafka_config(**{"group.id": group}))
+    try:
+        [position] = consumer.committed([TopicPartition(harness.settings.topic(TASKS), 0)], 10)
+        return position.offset > offset
+    finally:
+        consumer.close()
+
+
+def test_a_handler_longer_than_the_poll_interval_keeps_the_workers_partitions() -> None:
+    """``max.poll.interval.ms`` bounds the time between two polls of a consumer; past it,
+    librdkafka leaves the group. A handler may take longer (a slow venue, a human approval):
+    the worker keeps polling while it runs, so it keeps its partition and each task is
+    handled once. The poll interval here is 6 s and the first handler takes 9 s."""
+    harness = AdmissionHarness(partitions=1)
+    try:
+        harness.apply_workflow()
+        harness.start_processor()
+        harness.deliver(candle())
+        out = harness.wait_for(lambda o: len(o.of(BranchLaunched)) == 3)
+        last_task = max(
+            m.offset() or 0 for m in read_topic(harness.settings, harness.settings.topic(TASKS))
+        )
+        calls: Counter[tuple[str, str]] = Counter()
+
+        def slow_first(task: Task) -> dict[str, object]:
+            calls[task.run_id, task.slot] += 1
+            if sum(calls.values()) == 1:
+                threading.Event().wait(9.0)  # the handler's own work: longer than the interval
+            return {}
+
+        worker = BranchWorker(
+            harness.settings,
+            slow_first,
+            deadline_slots=[],
+            name="patient",
+            consumer_tuning=SHORT_POLL_INTERVAL,
+        )
+        thread = run_worker(worker)
+        try:
+            group = f"{harness.settings.topic_prefix}branch-workers"
+            wait_until(
+                lambda: committed_past(harness, group, last_task),
+                timeout_s=60,
+                what="the worker to commit past the last task",
+            )
+            out = harness.wait_for(lambda o: len(o.of(BranchCompleted)) == 3)
+        finally:
+            worker.stop()
+            thread.join(30)
+        assert sorted(calls.values()) == [1, 1, 1], f"handler calls per task: {dict(calls)}"
+        assert sorted(claims_by_task(harness).values()) == [1, 1, 1]
+        assert {e.worker for e in out.of(BranchCompleted)} == {"patient"}
+    finally:
+        harness.close()
+
+
+def test_a_worker_joining_while_a_handler_runs_repeats_no_task() -> None:
+    """While a long handler runs the worker polls, so a rebalance (a second worker joins)
+    reaches it mid-task: it waits for the handler, reports it and commits what it handled
+    before giving its partition up. Whichever worker gets the partition then, every task is
+    handled once."""
+    harness = AdmissionHarness(partitions=1)
+    try:
+        harness.apply_workflow()
+        harness.start_processor()
+        harness.deliver(candle())
+        harness.wait_for(lambda o: len(o.of(BranchLaunched)) == 3)
+        last_task = max(
+            m.offset() or 0 for m in read_topic(harness.settings, harness.settings.topic(TASKS))
+        )
+        calls: Counter[tuple[str, str]] = Counter()
+        first_running = threading.Event()
+
+        def handler(task: Task) -> dict[str, object]:
+            calls[task.run_id, task.slot] += 1
+            if not first_running.is_set():
+                first_running.set()
+                threading.Event().wait(4.0)  # the second worker joins meanwhile
+            return {}
+
+        def new_worker(name: str) -> BranchWorker:
+            return BranchWorker(
+                harness.settings,
+                handler,
+                deadline_slots=[],
+                name=name,
+                consumer_tuning=SHORT_POLL_INTERVAL,
+            )
+
+        # A consumer joins its group when it subscribes: the second is made once the first
+        # is in its handler.
+        workers = [new_worker("first")]
+        threads = [run_worker(workers[0])]
+        try:
+            assert first_running.wait(60), "the first worker took no task"
+            workers.append(new_worker("joining"))
+            threads.append(run_worker(workers[1]))
+            group = f"{harness.settings.topic_prefix}branch-workers"
+            wait_until(
+                lambda: committed_past(harness, group, last_task),
+                timeout_s=60,
+                what="the workers to commit past the last task",
+            )
+            harness.wait_for(lambda o: len(o.of(BranchCompleted)) == 3)
+        finally:
+            for worker in workers:
+                worker.stop()
+            for thread in threads:
+                thread.join(30)
+        assert sorted(calls.values()) == [1, 1, 1], f"handler calls per task: {dict(calls)}"
+        assert sorted(claims_by_task(harness).values()) == [1, 1, 1]
+    finally:
+        harness.close()
