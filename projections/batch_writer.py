@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 
@@ -66,6 +67,11 @@ class BatchWriter:
     @property
     def connected(self) -> bool:
         return self._store is not None
+
+    @property
+    def lock_answered_at(self) -> float:
+        """Monotonic time PostgreSQL last said another writer holds the schema's lock."""
+        return -math.inf if self._store is None else self._store.lock_answered_at
 
     def connect(self) -> Offsets:
         """(Re)connect and migrate, retrying while PostgreSQL is unavailable (until

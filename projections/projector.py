@@ -159,8 +159,14 @@ class Projector:
     def alive(self, now: float) -> bool:
         """Whether the projector is worth keeping: its loop came round within
         :data:`STALLED_AFTER_S`, or it is waiting for PostgreSQL (which it does for as long as
-        PostgreSQL is away: restarting it would not bring PostgreSQL back)."""
-        return self.waiting_for_postgresql or now - self.came_round_at <= self.STALLED_AFTER_S
+        PostgreSQL is away: restarting it would not bring PostgreSQL back), or its batch is
+        waiting for the writers' lock another writer holds (``rebuild --verify`` holds it as
+        long as it compares) and PostgreSQL said so within :data:`STALLED_AFTER_S`."""
+        return (
+            self.waiting_for_postgresql
+            or now - self.came_round_at <= self.STALLED_AFTER_S
+            or now - self._writer.lock_answered_at <= self.STALLED_AFTER_S
+        )
 
     @property
     def waiting_for_postgresql(self) -> bool:

@@ -29,11 +29,16 @@ value passed through :func:`~projections.model.storable`, so the stored rows are
 
 Writers of one schema serialize on a transaction-level advisory lock, and each batch first
 checks that the stored offsets are those the writer last saw (:class:`OffsetsMoved` if not),
-so a rebuild swapping its schema in, or a second projector, can never interleave rows.
+so a rebuild swapping its schema in, or a second projector, can never interleave rows. A
+batch asks for the lock every half second while another writer holds it, so its wait shows
+as answers (:attr:`Store.lock_answered_at`), not as silence.
 """
 
 from __future__ import annotations
 
+import logging
+import math
+import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -55,6 +60,8 @@ from projections.model import (
     storable,
 )
 
+log = logging.getLogger("sluicegate.projector")
+
 Offsets = dict[tuple[str, int], int]
 
 APPEND_ONLY = frozenset({"event_log"})
@@ -62,6 +69,10 @@ APPEND_ONLY = frozenset({"event_log"})
 
 UPSERT_AFTER_CONFLICT = 16
 """Batches a ``"first"`` table is upserted for after a straight copy into it conflicted."""
+
+LOCK_ASKED_EVERY_S = 0.5
+"""How often a batch asks again for the writers' lock another writer holds."""
+SAY_WAITING_EVERY_S = 60.0
 
 
 def _tmp(spec: TableSpec) -> sql.Identifier:
@@ -122,6 +133,8 @@ class Store:
         """Tables not yet seen holding rows: checked under the lock before they are written."""
         self._upsert_for: dict[str, int] = {}
         """``"first"`` tables upserted without a straight copy first: batches still to go."""
+        self.lock_answered_at = -math.inf
+        """Monotonic time PostgreSQL last said the writers' lock is held by another."""
         self.paths: Counter[tuple[str, str]] = Counter()
         """``(table, path)`` batches written: ``"empty"`` (into an empty table), ``"straight"``
         (a ``"first"`` table, no key stored before), ``"conflict"`` (a straight copy met a
@@ -248,7 +261,7 @@ class Store:
         scrub: bool,
     ) -> None:
         with self.conn.transaction():
-            self.conn.execute("SELECT pg_advisory_xact_lock(%s)", (self._lock,))
+            self._lock_writers()
             stored = self._read_offsets()
             if stored != dict(expected):
                 raise OffsetsMoved(f"stored offsets of {self.schema} moved under this writer")
@@ -265,6 +278,30 @@ class Store:
             if offsets:
                 self._store_offsets(offsets)
         self._maybe_empty.difference_update(tables)
+
+    def _lock_writers(self) -> None:
+        """Take the writers' lock (until the transaction ends). While another writer holds it
+        (a rebuild's swap or ``--verify``, a second projector), ask again every
+        :data:`LOCK_ASKED_EVERY_S`: each answer (:attr:`lock_answered_at`) shows the batch
+        waits for the lock, not for a connection that stopped answering."""
+        began = said = time.monotonic()
+        while True:
+            row = self.conn.execute(
+                "SELECT pg_try_advisory_xact_lock(%s)", (self._lock,)
+            ).fetchone()
+            if row is not None and row[0]:
+                return
+            self.lock_answered_at = now = time.monotonic()
+            if now - said >= SAY_WAITING_EVERY_S:
+                said = now
+                log.warning(
+                    "a batch has waited %.0f s for the writers' lock of %s: another writer "
+                    "holds it (`projections rebuild` verifying or swapping, or a second "
+                    "projector)",
+                    now - began,
+                    self.schema,
+                )
+            time.sleep(LOCK_ASKED_EVERY_S)
 
     def _empty_of(self, tables: Iterable[str]) -> set[str]:
         """Which of ``tables`` hold no rows (asked only of those not yet seen holding any)."""
