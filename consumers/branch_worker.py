@@ -185,7 +185,7 @@ class BranchWorker:
             # came_round_at is when the last handled task ended.
             if handled and self.came_round_at - started >= TURN_BUDGET_S:
                 break
-            if _where(msg) not in self._gone and self._take(msg):
+            if not (self._gone and _where(msg) in self._gone) and self._take(msg):
                 handled += 1
                 self.came_round_at = self.monotonic()
             self._done += 1
@@ -199,6 +199,8 @@ class BranchWorker:
 
     def _kept(self, messages: Sequence[Message]) -> list[Message]:
         """``messages`` of the partitions this turn still holds."""
+        if not self._gone:  # no rebalance during the turn: nearly always
+            return list(messages)
         return [m for m in messages if _where(m) not in self._gone]
 
     def _flush(self) -> None:
@@ -209,10 +211,7 @@ class BranchWorker:
         """A rebalance takes ``partitions`` away. Inside a turn that happens only while a
         handler runs (the helper polls then): it is waited for and reported, and what the
         turn has done on them is committed before they go."""
-        gone = {(p.topic, p.partition or 0) for p in partitions}
-        # librdkafka keeps a partition's pause across assignments: one given back later
-        # would deliver nothing.
-        self._consumer.resume(list(partitions))
+        gone = self._release(partitions)
         self._keeper.wait_for_handler()
         done = self._done + self._report_outcome()  # the task in flight, once reported
         settled = [m for m in self._kept(self._turn[:done]) if _where(m) in gone]
@@ -224,13 +223,18 @@ class BranchWorker:
     def _lost(self, partitions: Sequence[TopicPartition]) -> None:
         """The group dropped this worker: ``partitions`` are another's now, and a commit for
         them would be refused; what the turn handled on them will be handled again there."""
-        self._gone |= {(p.topic, p.partition or 0) for p in partitions}
-        self._consumer.resume(list(partitions))
+        self._gone |= self._release(partitions)
         log.warning(
             "the group dropped this worker (assignment lost): tasks of %d partitions will "
             "be handled again by their next owner",
             len(partitions),
         )
+
+    def _release(self, partitions: Sequence[TopicPartition]) -> set[tuple[str | None, int]]:
+        """Resume ``partitions`` as they go (librdkafka keeps a partition's pause across
+        assignments: one given back later would deliver nothing); their keys."""
+        self._consumer.resume(list(partitions))
+        return {(p.topic, p.partition or 0) for p in partitions}
 
     def _take(self, msg: Message) -> bool:
         """Handle ``msg`` if it is a task of a served slot; whether it was."""

@@ -304,14 +304,30 @@ def claims_by_task(harness: AdmissionHarness) -> Counter[tuple[str, str]]:
     )
 
 
-def committed_past(harness: AdmissionHarness, group: str, offset: int) -> bool:
-    """Whether ``group`` committed a position past ``offset`` of the (single) tasks partition."""
-    consumer = Consumer(harness.settings.kafka_config(**{"group.id": group}))
-    try:
-        [position] = consumer.committed([TopicPartition(harness.settings.topic(TASKS), 0)], 10)
-        return position.offset > offset
-    finally:
-        consumer.close()
+def launch_three_tasks(harness: AdmissionHarness) -> int:
+    """Admit one run (3 slots) into a one-partition harness; the offset of its last task."""
+    harness.apply_workflow()
+    harness.start_processor()
+    harness.deliver(candle())
+    harness.wait_for(lambda o: len(o.of(BranchLaunched)) == 3)
+    return max(m.offset() or 0 for m in read_topic(harness.settings, harness.settings.topic(TASKS)))
+
+
+def wait_for_commit_past(harness: AdmissionHarness, offset: int) -> None:
+    """Wait until the workers' group committed a position past ``offset`` of the (single)
+    tasks partition: nothing up to it is handled again after that."""
+    group = f"{harness.settings.topic_prefix}branch-workers"
+    tasks = TopicPartition(harness.settings.topic(TASKS), 0)
+
+    def committed_past() -> bool:
+        consumer = Consumer(harness.settings.kafka_config(**{"group.id": group}))
+        try:
+            [position] = consumer.committed([tasks], 10)
+            return position.offset > offset
+        finally:
+            consumer.close()
+
+    wait_until(committed_past, timeout_s=60, what=f"the workers to commit past {offset}")
 
 
 def test_a_handler_longer_than_the_poll_interval_keeps_the_workers_partitions() -> None:
@@ -321,13 +337,7 @@ def test_a_handler_longer_than_the_poll_interval_keeps_the_workers_partitions() 
     handled once. The poll interval here is 6 s and the first handler takes 9 s."""
     harness = AdmissionHarness(partitions=1)
     try:
-        harness.apply_workflow()
-        harness.start_processor()
-        harness.deliver(candle())
-        out = harness.wait_for(lambda o: len(o.of(BranchLaunched)) == 3)
-        last_task = max(
-            m.offset() or 0 for m in read_topic(harness.settings, harness.settings.topic(TASKS))
-        )
+        last_task = launch_three_tasks(harness)
         calls: Counter[tuple[str, str]] = Counter()
 
         def slow_first(task: Task) -> dict[str, object]:
@@ -345,12 +355,7 @@ def test_a_handler_longer_than_the_poll_interval_keeps_the_workers_partitions() 
         )
         thread = run_worker(worker)
         try:
-            group = f"{harness.settings.topic_prefix}branch-workers"
-            wait_until(
-                lambda: committed_past(harness, group, last_task),
-                timeout_s=60,
-                what="the worker to commit past the last task",
-            )
+            wait_for_commit_past(harness, last_task)
             out = harness.wait_for(lambda o: len(o.of(BranchCompleted)) == 3)
         finally:
             worker.stop()
@@ -369,13 +374,7 @@ def test_a_worker_joining_while_a_handler_runs_repeats_no_task() -> None:
     handled once."""
     harness = AdmissionHarness(partitions=1)
     try:
-        harness.apply_workflow()
-        harness.start_processor()
-        harness.deliver(candle())
-        harness.wait_for(lambda o: len(o.of(BranchLaunched)) == 3)
-        last_task = max(
-            m.offset() or 0 for m in read_topic(harness.settings, harness.settings.topic(TASKS))
-        )
+        last_task = launch_three_tasks(harness)
         calls: Counter[tuple[str, str]] = Counter()
         first_running = threading.Event()
 
@@ -403,12 +402,7 @@ def test_a_worker_joining_while_a_handler_runs_repeats_no_task() -> None:
             assert first_running.wait(60), "the first worker took no task"
             workers.append(new_worker("joining"))
             threads.append(run_worker(workers[1]))
-            group = f"{harness.settings.topic_prefix}branch-workers"
-            wait_until(
-                lambda: committed_past(harness, group, last_task),
-                timeout_s=60,
-                what="the workers to commit past the last task",
-            )
+            wait_for_commit_past(harness, last_task)
             harness.wait_for(lambda o: len(o.of(BranchCompleted)) == 3)
         finally:
             for worker in workers:
