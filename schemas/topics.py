@@ -162,20 +162,12 @@ ACTIONS = TopicSpec(
     retention_ms=30 * DAY_MS,
     copartition_group=GATEWAY_GROUP,
 )
-"""``ActionDispatched`` from the gate: the actions that may be sent (the gateway's input)."""
+"""``ActionDispatched`` (the gate's) and the operators' ``RecoverRun`` / ``ResolveHold``: the
+execution gateway's input."""
 DEAD_LETTERS = TopicSpec(
     "dead-letters", Key.ORIGINAL_KEY, Role.DEAD_LETTER, partitions=1, retention_ms=30 * DAY_MS
 )
 """Records a stream app could not decide (headers ``sluicegate.reason``, ``sluicegate.origin``)."""
-ACTIONS = TopicSpec(
-    "actions",
-    Key.RUN_ID,
-    Role.OUTPUT,
-    retention_ms=30 * DAY_MS,
-    copartition_group=GATEWAY_GROUP,
-)
-"""``ActionDispatched`` (the gate's) and the operators' ``RecoverRun`` / ``ResolveHold``: the
-execution gateway's input."""
 GATEWAY_CHANGELOG = TopicSpec(
     "gateway-changelog",
     Key.RUN_ID,
@@ -206,7 +198,6 @@ TOPICS: tuple[TopicSpec, ...] = (
     GATE_DECISIONS,
     ACTIONS,
     DEAD_LETTERS,
-    ACTIONS,
     GATEWAY_CHANGELOG,
     JOURNAL,
 )
