@@ -170,16 +170,29 @@ def one_run(settings: Settings, want: dict[str, int], events: int) -> Run:
     problems = differences(want, table_counts(settings, live_schema), "live")
     if live_n != events:
         problems.append(f"live projected {live_n} records of {events}")
+    # One process first, then the default: the rows the checks and the COPY read are the
+    # default's.
+    alone = rebuild(settings, stream=io.StringIO(), show_progress=False, timeout_s=1800, workers=1)
     result = rebuild(settings, stream=io.StringIO(), show_progress=False, timeout_s=1800)
     rebuilt = schema_name(settings.topic_prefix)
     problems += differences(want, table_counts(settings, rebuilt), "rebuild")
-    if result.messages != events:
-        problems.append(f"rebuild projected {result.messages} records of {events}")
+    for who, done in (("rebuild", result), ("rebuild in one process", alone)):
+        if done.messages != events:
+            problems.append(f"{who} projected {done.messages} records of {events}")
     rows = read_rows(settings, rebuilt)
     copy_schema = rebuilt + "__copy"
     copy_s = bare_copy(settings, copy_schema, rows)
     problems += differences(want, table_counts(settings, copy_schema), "COPY")
-    return Run(events, live_s, result.seconds, copy_s, not problems, tuple(problems))
+    return Run(
+        events,
+        live_s,
+        result.seconds,
+        copy_s,
+        not problems,
+        tuple(problems),
+        rebuild_one_s=alone.seconds,
+        workers=result.workers,
+    )
 
 
 def profiles(settings: Settings) -> dict[str, list[str]]:
@@ -194,7 +207,8 @@ def profiles(settings: Settings) -> dict[str, list[str]]:
             out = Path(tmp) / "profile.txt"
             child = [sys.executable, "-m", "bench.projection_profile", what]
             done = subprocess.run(
-                [spy, "record", "-r", "200", "-f", "raw", "-o", str(out), "--", *child],
+                # --subprocesses: a rebuild's load runs in worker processes.
+                [spy, "record", "-s", "-r", "200", "-f", "raw", "-o", str(out), "--", *child],
                 env=env,
                 capture_output=True,
                 text=True,
@@ -253,6 +267,7 @@ def main(argv: list[str] | None = None) -> None:
             rows=sum(want.values()),
             events_per_delivery=per_delivery,
             batch_size=Projector.DEFAULT_BATCH,
+            rebuild_workers=max((r.workers for r in runs), default=1),
             profiles=found,
             cores=os.cpu_count() or 0,
         )

@@ -35,6 +35,10 @@ class Run:
     copy_s: float
     counts_ok: bool = True
     problems: tuple[str, ...] = ()
+    rebuild_one_s: float = 0.0
+    """A rebuild loaded by one process (``workers=1``); 0: not measured."""
+    workers: int = 1
+    """The processes the (default) rebuild loaded with."""
 
 
 @dataclass(frozen=True)
@@ -49,6 +53,8 @@ class Setting:
     profiles: dict[str, list[str]] = field(default_factory=dict)
     cores: int = 0
     """The machine's cores (0: not known)."""
+    rebuild_workers: int = 1
+    """The processes a rebuild loaded with (its default on this machine and history)."""
 
 
 @dataclass(frozen=True)
@@ -117,6 +123,27 @@ class KeepUp:
         )
 
 
+def _processes(workers: int) -> str:
+    return "one process" if workers == 1 else f"{workers} worker processes"
+
+
+def _one_process_rows(good: Sequence[Run], per: float) -> list[list[Cell]]:
+    """The row of the rebuild loaded by one process, when the runs measured it."""
+    measured = [r for r in good if r.rebuild_one_s > 0]
+    if not measured:
+        return []
+    rate = spread([_rate(r.events, r.rebuild_one_s) for r in measured])
+    ratio = spread([r.copy_s / r.rebuild_one_s for r in measured])
+    return [
+        [
+            "projections rebuild, one process",
+            rate.shown(),
+            f"{ratio.median:.2f}",
+            f"{rate.median / per:,.0f}",
+        ]
+    ]
+
+
 def _rate(events: int, seconds: float) -> float:
     return events / seconds if seconds > 0 else 0.0
 
@@ -136,7 +163,8 @@ def section(setting: Setting, runs: Sequence[Run], keepups: Sequence[KeepUp] = (
         "the topics (6 partitions each), projected into PostgreSQL three ways side by side in "
         "each run: the live projector catching up (batches of "
         f"{setting.batch_size:,}), `projections rebuild` (fresh schema, indexes built after the "
-        "load, the merged tables' rows held in memory and written once, swap) and a bare "
+        "load, the merged tables' rows held in memory and written once, swap; loaded by "
+        f"{_processes(setting.rebuild_workers)}, its default here) and a bare "
         "`COPY` of the rebuilt rows, as text, into freshly migrated "
         "tables (same indexes) in one transaction. Every run's table counts are checked "
         "against the pure model of the same history."
@@ -162,6 +190,7 @@ def section(setting: Setting, runs: Sequence[Run], keepups: Sequence[KeepUp] = (
                 f"{ratios.median:.{shown}f}",
                 f"{rebuild.median / per:,.0f}",
             ],
+            *_one_process_rows(good, per),
             [
                 "live projector",
                 live.shown(),
@@ -205,12 +234,14 @@ def section(setting: Setting, runs: Sequence[Run], keepups: Sequence[KeepUp] = (
             "split: Projector._map (decode, project) against BatchWriter._apply (Store.write). "
             "A rebuild upserts nothing per batch: it copies event_log and holds the other "
             "tables' rows back (Projector._flush_held writes them at the end, into empty "
-            "tables with a plain COPY), so its main thread's decode and mapping limit it."
+            "tables with a plain COPY), so decode and mapping limit it; its load runs in "
+            "worker processes (one per core), which on this machine share the cores with "
+            "PostgreSQL and write their held rows one after the other."
         )
     for name, frames in setting.profiles.items():
         notes.append(
-            f"py-spy profile of {name} (inclusive share of the CPU samples of both threads):\n"
-            + "\n".join(frames)
+            f"py-spy profile of {name} (inclusive share of the CPU samples of every thread, "
+            "a rebuild's worker processes included):\n" + "\n".join(frames)
         )
     series = [
         Series(
@@ -429,6 +460,7 @@ _WRAPPERS = (
     "_bootstrap",
     "_worker (",
     "_WorkItem.",
+    "process ",
 )
 
 

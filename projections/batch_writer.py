@@ -24,6 +24,7 @@ from projections.errors import HeldRowsRefused, OffsetsMoved, ProjectionError
 from projections.handlers import Source, park
 from projections.migrate import migrate
 from projections.model import RowBuffer, RowOp
+from projections.share import Share
 from projections.store import Offsets, Store
 from streams.settings import Settings
 
@@ -41,7 +42,7 @@ def _asynchronous(dsn: str) -> str:
 
 class BatchWriter:
     """Writes a projector's batches into ``schema``; see :class:`~projections.projector.Projector`
-    for ``durable`` and ``held_rows``. Not thread-safe: one projector drives it."""
+    for ``durable``, ``held_rows`` and ``share``. Not thread-safe: one projector drives it."""
 
     def __init__(
         self,
@@ -51,9 +52,11 @@ class BatchWriter:
         durable: bool,
         held_rows: int,
         stop: threading.Event,
+        share: Share | None = None,
     ) -> None:
         self.settings = settings
         self.schema = schema
+        self.share = share
         self.durable = durable
         self.held_rows = held_rows
         self.stop = stop
@@ -109,7 +112,7 @@ class BatchWriter:
         )
         try:
             migrate(conn, self.schema, self.settings.topic_prefix)
-            store = Store(conn, self.schema)
+            store = Store(conn, self.schema, self.share)
             positions = store.load_offsets()
         except BaseException:
             conn.close()

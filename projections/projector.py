@@ -45,6 +45,7 @@ from projections.db import schema_name
 from projections.errors import OffsetsMoved, ProjectionError, TopicRecreated
 from projections.handlers import Source, park, project
 from projections.model import RowOp
+from projections.share import Share
 from projections.sources import Sources, source_topics
 from projections.store import Offsets
 from schemas.codec import decode
@@ -86,7 +87,13 @@ class Projector:
     offsets stored per batch then run ahead of the rows held back, so that too is only for a
     schema nobody reads or resumes before :meth:`run_until` returns (a rebuild's). Rows
     PostgreSQL refuses then raise :class:`~projections.errors.HeldRowsRefused` instead of
-    being parked; a projector that stops early (timeout, stop) leaves them unwritten.
+    being parked; a projector that stops early (timeout, stop) leaves them unwritten. Stored
+    offsets that moved under a bulk load are a :class:`ProjectionError`: another writer is
+    writing a schema only the load should, and re-seeking would write over it.
+
+    ``share`` (a :class:`~projections.share.Share`) limits the projector to those partitions:
+    it assigns, checks and stores only theirs, so the workers of a parallel rebuild
+    (:mod:`projections.parallel_load`) write one schema side by side.
     """
 
     DEFAULT_BATCH = 10_000
@@ -109,6 +116,7 @@ class Projector:
         on_progress: Callable[[int], None] | None = None,
         durable_batches: bool = True,
         held_rows: int = 0,
+        share: Share | None = None,
     ) -> None:
         self.settings = settings
         self.schema = schema or schema_name(settings.topic_prefix)
@@ -125,6 +133,7 @@ class Projector:
             durable=durable_batches,
             held_rows=held_rows,
             stop=self.stop,
+            share=share,
         )
         self._positions: Offsets = {}
         self._ahead: Offsets = {}
@@ -134,7 +143,7 @@ class Projector:
         self._left_behind = False
         """Whether a step passed over messages (or an end) at or past its target: they are no
         longer in the consumer's stream, so a further target must seek back for them."""
-        self._sources = Sources(settings, self.schema, self.topics)
+        self._sources = Sources(settings, self.schema, self.topics, share)
         self.came_round_at = time.monotonic()
         """Monotonic time :meth:`run`'s loop last came round (construction, before it runs)."""
 
@@ -356,7 +365,12 @@ class Projector:
         self._pending = None
         try:
             self._positions, parked = future.result()
-        except OffsetsMoved:
+        except OffsetsMoved as e:
+            if self._writer.held is not None:
+                raise ProjectionError(
+                    f"the stored offsets of {self.schema} moved under a bulk load: another "
+                    "writer is writing a schema only the load should"
+                ) from e
             log.warning("stored offsets moved (rebuild swap or second projector); re-seeking")
             self.stats.reseeks += 1
             self._reload()

@@ -5,11 +5,14 @@
 then swaps it in: in one transaction, holding the writers' lock, the
 live schema is renamed away, the fresh one renamed to the live name and the old one dropped.
 A projector running meanwhile notices that the stored offsets moved and seeks to the new ones.
+A large load runs in worker processes, one share of the partitions each
+(:mod:`projections.parallel_load`).
 
 ``verify`` rebuilds up to exactly the offsets the live schema has stored, compares every
-table row by row (:func:`compare_schemas`) and drops the rebuilt copy; the live tables are
-left as they were. Only what the topics still hold can be rebuilt: rows whose events left
-retention (or were compacted away) show up as differences, and that is the truth.
+table row by row (:func:`~projections.compare.compare_schemas`) and drops the rebuilt copy;
+the live tables are left as they were. Only what the topics still hold can be rebuilt: rows
+whose events left retention (or were compacted away) show up as differences, and that is
+the truth.
 """
 
 from __future__ import annotations
@@ -18,12 +21,13 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal, TextIO
+from functools import partial
+from typing import Any, TextIO
 
 import psycopg
 from psycopg import sql
-from psycopg.rows import dict_row
 
+from projections.compare import Difference, compare_schemas
 from projections.db import (
     OLD_SUFFIX,
     REBUILD_SUFFIX,
@@ -35,47 +39,15 @@ from projections.db import (
 from projections.errors import HeldRowsRefused, ProjectionError, ProjectionUnavailable
 from projections.indexes import build_indexes, defer_indexes
 from projections.migrate import migrate
-from projections.model import META_TABLES, TABLES
+from projections.parallel_load import auto_workers, load_in_parallel
 from projections.progress import Progress
 from projections.projector import Projector
 from projections.store import Offsets
 from streams.settings import Settings
 
-DiffKind = Literal["changed", "only_live", "only_rebuilt"]
-
 HELD_ROWS = 250_000
 """Rows of the merged tables a rebuild holds in memory across batches (150,000 took 46 MiB) and
 writes at once: straight into the fresh tables the first time, by upsert after that."""
-
-
-@dataclass(frozen=True)
-class Difference:
-    """One row that differs between two schemas, identified by its table and key."""
-
-    table: str
-    key: dict[str, Any]
-    kind: DiffKind
-    left: dict[str, Any] | None
-    right: dict[str, Any] | None
-
-    def describe(self, left_name: str = "live", right_name: str = "rebuilt") -> str:
-        key = ", ".join(f"{k}={v!r}" for k, v in self.key.items())
-        if self.kind == "only_live":
-            return f"{self.table} ({key}): only in {left_name}: {_short(self.left)}"
-        if self.kind == "only_rebuilt":
-            return f"{self.table} ({key}): only in {right_name}: {_short(self.right)}"
-        assert self.left is not None and self.right is not None
-        changes = "; ".join(
-            f"{c}: {left_name} {self.left[c]!r} != {right_name} {self.right[c]!r}"
-            for c in self.left
-            if self.left[c] != self.right.get(c)
-        )
-        return f"{self.table} ({key}): {changes}"
-
-
-def _short(row: dict[str, Any] | None) -> str:
-    text = repr(row)
-    return text if len(text) <= 300 else text[:297] + "..."
 
 
 @dataclass
@@ -86,43 +58,8 @@ class RebuildResult:
     seconds: float
     differences: list[Difference] = field(default_factory=list)
     swapped: bool = False
-
-
-def _tables() -> list[tuple[str, tuple[str, ...]]]:
-    return [(spec.name, spec.key) for spec in TABLES] + list(META_TABLES)
-
-
-def compare_schemas(conn: psycopg.Connection[Any], left: str, right: str) -> list[Difference]:
-    """Every row that differs between the projection tables of ``left`` and ``right``.
-
-    Compares whole rows (``EXCEPT ALL`` both ways) and pairs the leftovers by primary key:
-    a key on both sides is ``changed``, otherwise ``only_live``/``only_rebuilt``.
-    """
-    differences: list[Difference] = []
-    for table, key in _tables():
-        left_only = _except(conn, left, right, table)
-        right_only = _except(conn, right, left, table)
-        right_by_key = {tuple(r[k] for k in key): r for r in right_only}
-        for row in left_only:
-            k = tuple(row[c] for c in key)
-            other = right_by_key.pop(k, None)
-            kind: DiffKind = "changed" if other is not None else "only_live"
-            differences.append(Difference(table, dict(zip(key, k, strict=True)), kind, row, other))
-        for k, row in right_by_key.items():
-            differences.append(
-                Difference(table, dict(zip(key, k, strict=True)), "only_rebuilt", None, row)
-            )
-    return differences
-
-
-def _except(conn: psycopg.Connection[Any], a: str, b: str, table: str) -> list[dict[str, Any]]:
-    with conn.cursor(row_factory=dict_row) as cur:
-        cur.execute(
-            sql.SQL("SELECT * FROM {} EXCEPT ALL SELECT * FROM {}").format(
-                sql.Identifier(a, table), sql.Identifier(b, table)
-            )
-        )
-        return list(cur.fetchall())
+    workers: int = 1
+    """The processes that loaded the topics (1: this one)."""
 
 
 def stored_offsets(conn: psycopg.Connection[Any], schema: str) -> Offsets:
@@ -145,12 +82,16 @@ def rebuild(
     stream: TextIO | None = None,
     show_progress: bool = True,
     timeout_s: float | None = None,
+    workers: int | None = None,
+    _after_migrate: Callable[[psycopg.Connection[Any], str], None] | None = None,
     _before_swap: Callable[[], None] | None = None,
 ) -> RebuildResult:
     """Rebuild the projection of ``settings.topic_prefix`` (see the module docstring).
 
     With ``verify``, the live schema must exist; the result lists the differences and the
     live tables are not touched. Without it, the rebuilt schema replaces the live one.
+    ``workers`` processes load the topics (:mod:`projections.parallel_load`; default
+    :func:`~projections.parallel_load.auto_workers`, 1 loads in this process).
     """
     stream = stream or sys.stderr
     live = schema_name(settings.topic_prefix)
@@ -174,19 +115,17 @@ def rebuild(
             )
         bar = Progress("rebuild", 0, stream, enabled=show_progress)
         target = stored_offsets(conn, live) if verify else None
-        projector: Projector | None = None
+        loaded: _Loaded | None = None
         swapped = False
+        load = partial(_load, settings, conn, fresh, target, bar=bar, timeout_s=timeout_s)
         try:
             try:
-                projector, deferred, target = _load(
-                    settings, conn, fresh, target, bar=bar, held_rows=HELD_ROWS, timeout_s=timeout_s
-                )
+                loaded = load(held_rows=HELD_ROWS, workers=workers, after_migrate=_after_migrate)
             except HeldRowsRefused as e:
                 # Refused rows no longer know their message: load batch by batch, parking them.
                 print(f"rebuild: {e}; loading again batch by batch", file=stream)
-                projector, deferred, target = _load(
-                    settings, conn, fresh, target, bar=bar, held_rows=0, timeout_s=timeout_s
-                )
+                loaded = load(held_rows=0, workers=1)
+            projector = loaded.projector
             differences: list[Difference] = []
             if verify:
                 differences = _verify(
@@ -194,11 +133,11 @@ def rebuild(
                     live=live,
                     fresh=fresh,
                     projector=projector,
-                    target=target,
+                    target=loaded.goal,
                     timeout_s=timeout_s,
                 )
             else:
-                build_indexes(conn, deferred)
+                build_indexes(conn, loaded.deferred)
                 if _before_swap is not None:
                     _before_swap()
                 _swap(conn, live, fresh)
@@ -207,18 +146,32 @@ def rebuild(
             return RebuildResult(
                 schema=live if swapped else fresh,
                 offsets=projector.positions(),
-                messages=projector.stats.messages,
+                messages=loaded.by_workers + projector.stats.messages,
                 seconds=time.monotonic() - started,
                 differences=differences,
                 swapped=swapped,
+                workers=loaded.workers,
             )
         finally:
-            if projector is not None:
-                projector.close()
+            if loaded is not None:
+                loaded.projector.close()
             if not swapped:
                 drop_schema(conn, fresh)
     finally:
         conn.close()
+
+
+@dataclass
+class _Loaded:
+    """A fresh schema loaded up to :attr:`goal`, and the secondary indexes still to build."""
+
+    projector: Projector
+    """At the offsets reached; it counts the messages it projected itself."""
+    deferred: list[str]
+    goal: Offsets
+    workers: int
+    by_workers: int
+    """Messages the worker processes projected (0 when this process loaded)."""
 
 
 def _load(
@@ -230,11 +183,15 @@ def _load(
     bar: Progress,
     held_rows: int,
     timeout_s: float | None,
-) -> tuple[Projector, list[str], Offsets]:
-    """Project into a freshly migrated ``fresh`` up to ``target`` (default: the ends); the
-    projector, the secondary indexes still to build and the offsets reached."""
+    workers: int | None,
+    after_migrate: Callable[[psycopg.Connection[Any], str], None] | None = None,
+) -> _Loaded:
+    """Project into a freshly migrated ``fresh`` up to ``target`` (default: the ends), with
+    ``workers`` processes when rows are held (:mod:`projections.parallel_load`)."""
     drop_schema(conn, fresh)
     migrate(conn, fresh, settings.topic_prefix)
+    if after_migrate is not None:
+        after_migrate(conn, fresh)
     deferred = defer_indexes(conn, fresh)
     # Nobody reads the fresh schema before the swap, whose commit is durable and so flushes
     # every batch written before it: the batches need not wait for the disk.
@@ -248,11 +205,25 @@ def _load(
     try:
         goal = projector.end_offsets() if target is None else target
         bar.total, bar.done = sum(goal.values()), 0
+        count = auto_workers(goal) if workers is None else workers
+        if count < 2 or held_rows == 0:
+            projector.run_until(goal, timeout_s=timeout_s)
+            return _Loaded(projector, deferred, goal, workers=1, by_workers=0)
+        by_workers = load_in_parallel(
+            settings,
+            fresh,
+            goal,
+            workers=count,
+            held_rows=held_rows,
+            timeout_s=timeout_s,
+            on_progress=bar.advance,
+        )
+        # Every worker stored its offsets: this finds them and projects nothing more.
         projector.run_until(goal, timeout_s=timeout_s)
+        return _Loaded(projector, deferred, goal, count, by_workers.messages)
     except BaseException:
         projector.close()
         raise
-    return projector, deferred, goal
 
 
 def _verify(

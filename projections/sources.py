@@ -22,6 +22,7 @@ from confluent_kafka import (
 from confluent_kafka.admin import AdminClient, OffsetSpec  # type: ignore[attr-defined]
 
 from projections.errors import ProjectionError, TopicRecreated
+from projections.share import Share
 from projections.store import Offsets
 from schemas.topics import projected
 from streams.kafka.clients import admin_client, read_committed_consumer
@@ -63,9 +64,17 @@ def _consumer(settings: Settings, schema: str) -> Consumer:
 class Sources:
     """The projected topics of ``settings`` as read into ``schema``; not thread-safe."""
 
-    def __init__(self, settings: Settings, schema: str, topics: tuple[str, ...]) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        schema: str,
+        topics: tuple[str, ...],
+        share: Share | None = None,
+    ) -> None:
         self.settings = settings
         self.schema = schema
+        self.share = share
+        """Only these partitions are discovered and assigned (all when None)."""
         self.partitions: set[tuple[str, int]] = set()
         """The partitions assigned last."""
         self.last_discovery = 0.0
@@ -103,7 +112,7 @@ class Sources:
         return self._consumer
 
     def discover(self) -> set[tuple[str, int]]:
-        """The partitions of the projected topics that exist now."""
+        """The partitions of the projected topics (in the share) that exist now."""
         try:
             topics = self._admin().list_topics(timeout=10.0).topics
         except KafkaException as e:
@@ -118,7 +127,11 @@ class Sources:
                     self._warned.add(full)
                     log.warning("topic %s does not exist (yet); it will be picked up", full)
                 continue
-            found.update((short, p) for p in meta.partitions)
+            found.update(
+                (short, p)
+                for p in meta.partitions
+                if self.share is None or (short, p) in self.share
+            )
         self.last_discovery = time.monotonic()
         return found
 

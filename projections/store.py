@@ -30,8 +30,11 @@ value passed through :func:`~projections.model.storable`, so the stored rows are
 Writers of one schema serialize on a transaction-level advisory lock, and each batch first
 checks that the stored offsets are those the writer last saw (:class:`OffsetsMoved` if not),
 so a rebuild swapping its schema in, or a second projector, can never interleave rows. A
-batch asks for the lock every half second while another writer holds it, so its wait shows
-as answers (:attr:`Store.lock_answered_at`), not as silence.
+writer given a :class:`~projections.share.Share` (a worker of a parallel rebuild) reads,
+checks and stores the offsets of its share's partitions only, so the workers of one load
+write the same schema side by side. A
+batch waits for the lock half a second at a time while another writer holds it, so its wait
+shows as answers (:attr:`Store.lock_answered_at`), not as silence.
 """
 
 from __future__ import annotations
@@ -59,6 +62,7 @@ from projections.model import (
     reduce_rows,
     storable,
 )
+from projections.share import Share
 
 log = logging.getLogger("sluicegate.projector")
 
@@ -71,8 +75,11 @@ UPSERT_AFTER_CONFLICT = 16
 """Batches a ``"first"`` table is upserted for after a straight copy into it conflicted."""
 
 LOCK_ASKED_EVERY_S = 0.5
-"""How often a batch asks again for the writers' lock another writer holds."""
+"""How long a batch waits for the writers' lock another writer holds before it says so."""
 SAY_WAITING_EVERY_S = 60.0
+_WAIT_FOR_LOCK = sql.SQL("SET LOCAL lock_timeout = {}").format(
+    sql.Literal(f"{round(LOCK_ASKED_EVERY_S * 1000)}ms")
+)
 
 
 def _tmp(spec: TableSpec) -> sql.Identifier:
@@ -115,9 +122,11 @@ def column_types(conn: psycopg.Connection, schema: str) -> dict[str, list[str]]:
 class Store:
     """Writes batches into ``schema`` over ``conn`` (a non-autocommit connection it owns)."""
 
-    def __init__(self, conn: psycopg.Connection, schema: str) -> None:
+    def __init__(self, conn: psycopg.Connection, schema: str, share: Share | None = None) -> None:
         self.conn = conn
         self.schema = schema
+        self.share = share
+        """Only these partitions' offsets are read, checked and stored (all when None)."""
         self._lock = lock_key(schema)
         with conn.transaction():
             for spec in TABLES:
@@ -189,7 +198,10 @@ class Store:
                 sql.Identifier(self.schema, "offsets")
             )
         ).fetchall()
-        return {(str(t), int(p)): int(o) for t, p, o in rows}
+        found = {(str(t), int(p)): int(o) for t, p, o in rows}
+        if self.share is None:
+            return found
+        return {tp: o for tp, o in found.items() if tp in self.share}
 
     def write(
         self,
@@ -281,16 +293,24 @@ class Store:
 
     def _lock_writers(self) -> None:
         """Take the writers' lock (until the transaction ends). While another writer holds it
-        (a rebuild's swap or ``--verify``, a second projector), ask again every
-        :data:`LOCK_ASKED_EVERY_S`: each answer (:attr:`lock_answered_at`) shows the batch
-        waits for the lock, not for a connection that stopped answering."""
+        (a rebuild's swap or ``--verify``, a second projector, another worker of a parallel
+        rebuild), wait for it :data:`LOCK_ASKED_EVERY_S` at a time: each answer
+        (:attr:`lock_answered_at`) shows the batch waits for the lock, not for a connection
+        that stopped answering, and the lock is taken as soon as it is free."""
+        row = self.conn.execute("SELECT pg_try_advisory_xact_lock(%s)", (self._lock,)).fetchone()
+        if row is not None and row[0]:
+            return
         began = said = time.monotonic()
         while True:
-            row = self.conn.execute(
-                "SELECT pg_try_advisory_xact_lock(%s)", (self._lock,)
-            ).fetchone()
-            if row is not None and row[0]:
+            try:
+                # A savepoint: a wait that timed out undoes itself alone.
+                with self.conn.transaction():
+                    self.conn.execute(_WAIT_FOR_LOCK)
+                    self.conn.execute("SELECT pg_advisory_xact_lock(%s)", (self._lock,))
+                    self.conn.execute("SET LOCAL lock_timeout = DEFAULT")
                 return
+            except psycopg.errors.LockNotAvailable:
+                pass
             self.lock_answered_at = now = time.monotonic()
             if now - said >= SAY_WAITING_EVERY_S:
                 said = now
@@ -301,7 +321,6 @@ class Store:
                     now - began,
                     self.schema,
                 )
-            time.sleep(LOCK_ASKED_EVERY_S)
 
     def _empty_of(self, tables: Iterable[str]) -> set[str]:
         """Which of ``tables`` hold no rows (asked only of those not yet seen holding any)."""

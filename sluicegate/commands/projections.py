@@ -35,8 +35,25 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="rebuild up to the live offsets, print every difference from the live tables, "
         "exit 1 if any; the live tables stay as they are",
     )
+    rb.add_argument(
+        "--workers",
+        type=_workers,
+        default=None,
+        help="processes that load the topics (default: one per core, up to 8, and one "
+        "below 50,000 messages)",
+    )
     rb.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     rb.set_defaults(func=cmd_rebuild)
+
+
+def _workers(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"not a number of processes (1 or more): {text!r}")
+    return value
 
 
 def _logging() -> None:
@@ -88,7 +105,9 @@ def cmd_rebuild(args: argparse.Namespace) -> int:
     _logging()
     logging.getLogger("sluicegate.projector").setLevel(logging.WARNING)
     settings = load_settings()
-    result = rebuild(settings, verify=args.verify, show_progress=not args.no_progress)
+    result = rebuild(
+        settings, verify=args.verify, show_progress=not args.no_progress, workers=args.workers
+    )
     if args.verify:
         for difference in result.differences:
             print(difference.describe())

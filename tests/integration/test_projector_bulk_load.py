@@ -18,12 +18,13 @@ import psycopg
 import pytest
 from psycopg import sql
 
+from projections.compare import compare_schemas
 from projections.db import connect, schema_name
 from projections.errors import ProjectionError
 from projections.handlers import HANDLERS, Source
 from projections.model import CounterKey, RowOp
 from projections.projector import Projector
-from projections.rebuild import compare_schemas, rebuild, stored_offsets
+from projections.rebuild import rebuild, stored_offsets
 from projections.store import Store
 from schemas.events import RunAdmitted
 from streams.kafka.topics import ensure_topics

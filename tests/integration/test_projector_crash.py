@@ -26,10 +26,11 @@ from pathlib import Path
 import psycopg
 import pytest
 
+from projections.compare import compare_schemas
 from projections.db import connect, schema_name
 from projections.errors import ProjectionError
 from projections.projector import Projector
-from projections.rebuild import compare_schemas, stored_offsets
+from projections.rebuild import stored_offsets
 from projections.store import Offsets
 from streams.settings import Settings
 from tests.support.history import (

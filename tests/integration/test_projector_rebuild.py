@@ -15,9 +15,10 @@ from pathlib import Path
 import pytest
 from psycopg import sql
 
+from projections.compare import compare_schemas
 from projections.db import REBUILD_SUFFIX, connect, schema_exists, schema_name
 from projections.projector import Projector
-from projections.rebuild import compare_schemas, rebuild, stored_offsets
+from projections.rebuild import rebuild, stored_offsets
 from streams.kafka.topics import ensure_topics
 from streams.settings import Settings
 from tests.support.history import build_history, cleanup, produce_history
@@ -97,7 +98,7 @@ def test_verify_prints_every_difference(settings: Settings) -> None:
                 sql.Identifier(live, "meta")
             )
         )
-    done = _cli(settings, "projections", "rebuild", "--verify", "--no-progress")
+    done = _cli(settings, "projections", "rebuild", "--verify", "--no-progress", "--workers", "2")
     assert done.returncode == 1
     lines = done.stdout.splitlines()
     assert len(lines) == 3, done.stdout
@@ -159,6 +160,13 @@ def _wait_until(predicate: Callable[[], bool], timeout_s: float = 60.0) -> None:
             return
         time.sleep(0.05)
     raise AssertionError(f"timed out after {timeout_s} s")
+
+
+def test_a_number_of_workers_below_one_is_refused(settings: Settings) -> None:
+    for value in ("0", "-1", "two"):
+        done = _cli(settings, "projections", "rebuild", "--workers", value)
+        assert done.returncode == 2
+        assert f"not a number of processes (1 or more): {value!r}" in done.stderr
 
 
 def test_verify_without_a_live_projection_says_what_to_do() -> None:

@@ -12,6 +12,7 @@ shared and keyed by client order id), so the drill module runs them concurrently
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -196,6 +197,24 @@ def stopped(pid: int) -> bool:
             return stat.read().rpartition(")")[2].split()[0] == "T"
     except FileNotFoundError:
         return False
+
+
+def children_running(parent: int, marker: str) -> list[int]:
+    """Live (not zombie) children of ``parent`` whose command line contains ``marker``."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as stat:
+                fields = stat.read().rpartition(")")[2].split()
+            with open(f"/proc/{entry}/cmdline", "rb") as cmdline:
+                command = cmdline.read().replace(b"\0", b" ").decode("utf-8", "replace")
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+        if int(fields[1]) == parent and fields[0] != "Z" and marker in command:
+            found.append(int(entry))
+    return found
 
 
 def changelog_snapshot(settings: Settings) -> dict[str, bytes | None]:

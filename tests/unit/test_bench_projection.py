@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from bench.projection_report import KeepUp, Run, Sample, Setting, section, top_frames
 
 SETTING = Setting(
@@ -122,3 +124,18 @@ def test_keep_up_cpu_is_shown_per_delivery_and_in_cores_and_named_in_a_note() ->
     assert not any(
         t.title.startswith("CPU while") for t in section(SETTING, runs, [keep_up(lags)]).tables
     )
+
+
+def test_a_rebuild_loaded_by_one_process_is_shown_beside_the_default() -> None:
+    runs = [
+        Run(10_000, live_s=1.0, rebuild_s=1.0, copy_s=0.5, rebuild_one_s=1.25, workers=2),
+        Run(10_000, live_s=1.0, rebuild_s=1.0, copy_s=0.5, rebuild_one_s=1.0, workers=2),
+    ]
+    s = section(dataclasses.replace(SETTING, rebuild_workers=2), runs)
+    rows = {row[0]: row for row in s.tables[0].rows}
+    assert rows["projections rebuild, one process"][1] == "9,000 (8,000 to 10,000)"
+    assert rows["projections rebuild, one process"][2] == "0.45"
+    assert "loaded by 2 worker processes" in s.intro
+    assert "projections rebuild, one process" not in {
+        row[0] for row in section(SETTING, [Run(10_000, 1.0, 1.0, 0.5)]).tables[0].rows
+    }

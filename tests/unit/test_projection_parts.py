@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
+from projections.compare import Difference
 from projections.db import REBUILD_SUFFIX, schema_name
 from projections.handlers import HANDLERS, Source, project, record_time_ms
 from projections.metrics import render
 from projections.migrate import migrations
 from projections.model import TABLES, RowOp, reduce_rows, storable
-from projections.rebuild import Difference
 from schemas.events import (
     AdmissionRecordEvicted,
     BranchLaunched,

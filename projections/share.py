@@ -1,0 +1,24 @@
+"""A share of the source partitions: what one worker of a parallel rebuild projects."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Share:
+    """The partitions whose number is :attr:`index` modulo :attr:`count`, of every topic.
+
+    Split by partition number, not by topic: a record's key picks the same partition number
+    in every topic with the same partition count, so one share holds all of a key's rows.
+    """
+
+    index: int
+    count: int
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.index < self.count:
+            raise ValueError(f"share {self.index} of {self.count} does not exist")
+
+    def __contains__(self, partition: tuple[str, int]) -> bool:
+        return partition[1] % self.count == self.index
