@@ -22,3 +22,20 @@ class Share:
 
     def __contains__(self, partition: tuple[str, int]) -> bool:
         return partition[1] % self.count == self.index
+
+    def __str__(self) -> str:
+        return f"{self.index}/{self.count}"
+
+    @classmethod
+    def parse(cls, text: str) -> Share:
+        """``"K/N"`` (``0 <= K < N``); :class:`ValueError` saying what is expected."""
+        index, slash, count = text.strip().partition("/")
+        try:
+            if slash and index.strip().isdigit() and count.strip().isdigit():
+                return cls(int(index), int(count))
+        except ValueError:
+            pass
+        raise ValueError(
+            f"share {text!r}: expected K/N with 0 <= K < N, such as 0/2 and 1/2 for two "
+            "projectors (K/N projects the partitions whose number is K modulo N)"
+        )

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from consumers.gateway.settings import GatewaySettings
     from consumers.ingest.settings import IngestSettings
     from projections.projector import Projector
+    from projections.share import Share
     from streams.core import gate
     from streams.core.admission import AdmissionEvent, Command, OccurrenceState
     from streams.core.journal import Command as JournalCommand
@@ -139,12 +140,15 @@ def branch_worker(
     )
 
 
-def projector(settings: Settings, *, batch_size: int, stop: Event) -> Projector:
-    """The projector of every projected topic into the live read model."""
+def projector(
+    settings: Settings, *, batch_size: int, stop: Event, share: Share | None = None
+) -> Projector:
+    """The projector of every projected topic (its ``share`` of their partitions) into the
+    live read model."""
     from projections.projector import Projector
 
     ensure_topics(settings)
-    return Projector(settings, batch_size=batch_size, stop=stop)
+    return Projector(settings, batch_size=batch_size, stop=stop, share=share)
 
 
 def serve_ingest(

@@ -58,9 +58,34 @@ VENUE = "venue"
 """Started first, and only when the gateway's venue is the paper venue on this machine."""
 
 
-def components_for(gateway: GatewaySettings) -> list[str]:
-    """What ``serve`` runs: :data:`COMPONENTS`, after the paper venue when it is local."""
-    return ([VENUE] if gateway.local_paper else []) + list(COMPONENTS)
+PROJECTORS_ENV = "SLUICEGATE_SERVE_PROJECTORS"
+PROJECTOR = "projector"
+
+
+def components_for(gateway: GatewaySettings, projectors: int = 1) -> list[str]:
+    """What ``serve`` runs: :data:`COMPONENTS`, after the paper venue when it is local; with
+    ``projectors`` > 1, that many projectors named ``projector:K/N``, one share each."""
+    names = [VENUE] if gateway.local_paper else []
+    for name in COMPONENTS:
+        if name == PROJECTOR and projectors > 1:
+            names += [f"{PROJECTOR}:{k}/{projectors}" for k in range(projectors)]
+        else:
+            names.append(name)
+    return names
+
+
+def kind_of(name: str) -> str:
+    """The component a child name runs (``projector:0/2`` runs ``projector``)."""
+    return name.partition(":")[0]
+
+
+def parse_projectors(text: str) -> int:
+    """How many projectors ``serve`` runs: a whole number from 1 to the most partitions any
+    topic could sensibly have; :class:`SluicegateError` otherwise."""
+    cleaned = text.strip()
+    if not cleaned.isdigit() or not 1 <= int(cleaned) <= 64:
+        raise SluicegateError(f"projectors {text!r}: a whole number from 1 to 64")
+    return int(cleaned)
 
 
 ONE_PER_PROCESS = ("SLUICEGATE_HEALTH", heartbeat.ENV)
@@ -125,9 +150,12 @@ def overdue(now: float, started_at: float, heard_at: float | None, liveness_s: f
 
 
 def _command(name: str, gateway: GatewaySettings) -> list[str]:
-    command = [sys.executable, "-m", "sluicegate.cli", name]
+    kind, _, share = name.partition(":")
+    command = [sys.executable, "-m", "sluicegate.cli", kind]
     if name == VENUE:
         command += ["--http", gateway.venue_listen]
+    if share:
+        command += ["--share", share]
     return command
 
 
@@ -198,18 +226,22 @@ def serve(
     stop: threading.Event | None = None,
     pid_file: Path | None = None,
     liveness_s: float | None = DEFAULT_LIVENESS_S,
+    *,
+    projectors: int = 1,
 ) -> int:
     """Run the components until SIGTERM/SIGINT (or ``stop``), restarting any that exits, and
-    killing (then restarting) any that sent no heartbeat for ``liveness_s`` (``None``: never)."""
+    killing (then restarting) any that sent no heartbeat for ``liveness_s`` (``None``: never).
+    ``projectors`` > 1 runs that many projectors, each a share of the partitions."""
     gateway = GatewaySettings.from_env()
-    components = components_for(gateway)
+    components = components_for(gateway, projectors)
     if only:
-        unknown = sorted(set(only) - set(components))
+        known = set(components) | {kind_of(c) for c in components}
+        unknown = sorted(set(only) - known)
         if unknown:
             raise SluicegateError(
                 f"unknown component(s) {', '.join(unknown)}; choose from {', '.join(components)}"
             )
-        components = [c for c in components if c in only]
+        components = [c for c in components if c in only or kind_of(c) in only]
     if pid_file is not None:
         _claim(pid_file)
     children = [_Child(name) for name in components]

@@ -10,6 +10,7 @@ import threading
 import time
 from types import FrameType
 
+from projections.share import Share
 from streams.heartbeat import Heartbeat
 from streams.settings import load_settings
 
@@ -20,6 +21,14 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     projector.add_argument(
         "--batch-size", type=int, default=10_000, help="most messages per transaction"
+    )
+    projector.add_argument(
+        "--share",
+        type=_share,
+        default=None,
+        metavar="K/N",
+        help="project only the partitions whose number is K modulo N; run N projectors "
+        "(0/N to N-1/N) to share the work (default: every partition)",
     )
     projector.set_defaults(func=cmd_projector)
 
@@ -44,6 +53,13 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     rb.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     rb.set_defaults(func=cmd_rebuild)
+
+
+def _share(text: str) -> Share:
+    try:
+        return Share.parse(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def _workers(text: str) -> int:
@@ -79,7 +95,16 @@ def cmd_projector(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     started = time.monotonic()
-    with bootstrap.projector(settings, batch_size=args.batch_size, stop=stop) as projector:
+    if args.share is not None:
+        log.info(
+            "projecting share %s: the partitions whose number is %d modulo %d",
+            args.share,
+            args.share.index,
+            args.share.count,
+        )
+    with bootstrap.projector(
+        settings, batch_size=args.batch_size, stop=stop, share=args.share
+    ) as projector:
         heart = Heartbeat.from_environment()  # under `sluicegate serve`
         if heart is not None:
             heart.keep_beating(lambda: projector.alive(time.monotonic()), stop)

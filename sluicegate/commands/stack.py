@@ -10,7 +10,14 @@ from pathlib import Path
 import orjson
 
 from sluicegate.output import print_table
-from sluicegate.supervisor import DEFAULT_LIVENESS, LIVENESS_ENV, parse_liveness, serve
+from sluicegate.supervisor import (
+    DEFAULT_LIVENESS,
+    LIVENESS_ENV,
+    PROJECTORS_ENV,
+    parse_liveness,
+    parse_projectors,
+    serve,
+)
 from streams.kafka.topics import ensure_topics
 from streams.settings import load_settings
 
@@ -50,6 +57,15 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
             f"frozen or wedged (default ${LIVENESS_ENV} or {DEFAULT_LIVENESS}; off: never)"
         ),
     )
+    serve_parser.add_argument(
+        "--projectors",
+        metavar="N",
+        default=None,
+        help=(
+            "run N projectors, each a share of the partitions (projector:0/N ...; default "
+            f"${PROJECTORS_ENV} or 1)"
+        ),
+    )
     serve_parser.set_defaults(func=cmd_serve)
 
 
@@ -64,6 +80,11 @@ def cmd_topics_ensure(args: argparse.Namespace) -> int:
 
 def cmd_serve(args: argparse.Namespace) -> int:
     window = args.liveness or os.environ.get(LIVENESS_ENV, "").strip() or DEFAULT_LIVENESS
+    projectors = args.projectors or os.environ.get(PROJECTORS_ENV, "").strip() or "1"
     return serve(
-        load_settings(), only=args.only, pid_file=args.pid_file, liveness_s=parse_liveness(window)
+        load_settings(),
+        only=args.only,
+        pid_file=args.pid_file,
+        liveness_s=parse_liveness(window),
+        projectors=parse_projectors(projectors),
     )

@@ -13,7 +13,9 @@ import signal
 import threading
 import time
 from collections.abc import Iterator
+from typing import Any
 
+import psycopg
 import pytest
 from psycopg import sql
 
@@ -94,9 +96,8 @@ def test_a_row_postgresql_refuses_in_a_worker_loads_again_batch_by_batch(
     plain = _plain(settings)
     run_id = next(e.record.run_id for e in history if isinstance(e.record, RunAdmitted))
 
-    def refuse_one_run(conn: object, schema: str) -> None:
+    def refuse_one_run(conn: psycopg.Connection[Any], schema: str) -> None:
         # Only in the first load's schema: the load batch by batch migrates a fresh one.
-        assert hasattr(conn, "execute")
         conn.execute(
             sql.SQL("ALTER TABLE {} ADD CONSTRAINT refused CHECK (run_id <> {})").format(
                 sql.Identifier(schema, "runs"), sql.Literal(run_id)

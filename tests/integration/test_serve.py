@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import io
 import os
+import random
 import signal
 import subprocess
 import sys
@@ -11,7 +13,12 @@ from pathlib import Path
 
 import pytest
 
+from projections.db import schema_name
+from projections.projector import Projector
+from projections.rebuild import rebuild
 from streams.kafka.topics import ensure_topics
+from tests.integration.test_projector_rebuild import wait_caught_up
+from tests.support.history import build_history, cleanup, produce_history
 from tests.support.kafka import unique_settings, wait_until
 from tests.support.ports import free_port
 from tests.support.serve import http_get, pids_in
@@ -60,6 +67,20 @@ def test_serve_restarts_a_killed_component_and_stops_cleanly() -> None:
     assert "processor exited with -9; restart in 1 s" in stderr
 
 
+def _serve_with_pid_file(env: dict[str, str], pid_file: Path, only: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [
+            *(sys.executable, "-m", "sluicegate.cli", "serve", "--only", only),
+            *("--pid-file", str(pid_file)),
+        ],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
 def test_serve_pid_file_names_the_running_child_and_follows_its_restart(tmp_path: Path) -> None:
     settings = unique_settings()
     ensure_topics(settings)
@@ -69,17 +90,7 @@ def test_serve_pid_file_names_the_running_child_and_follows_its_restart(tmp_path
         SLUICEGATE_STATE_DIR=str(settings.state_dir),
     )
     pid_file = tmp_path / "run" / "serve.pids"
-    serve = subprocess.Popen(
-        [
-            *(sys.executable, "-m", "sluicegate.cli", "serve", "--only", "processor"),
-            *("--pid-file", str(pid_file)),
-        ],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    serve = _serve_with_pid_file(env, pid_file, "processor")
     try:
         wait_until(lambda: "processor" in pids_in(pid_file), timeout_s=30)
         written = pids_in(pid_file)
@@ -132,3 +143,40 @@ def test_serve_starts_the_read_listener_beside_the_webhook() -> None:
         serve.send_signal(signal.SIGTERM)
         _, stderr = serve.communicate(timeout=60)
     assert serve.returncode == 0, stderr[-2000:]
+
+
+def test_serve_runs_n_projectors_that_share_the_partitions(tmp_path: Path) -> None:
+    settings = unique_settings(partitions=4)
+    ensure_topics(settings)
+    env = dict(
+        os.environ,
+        SLUICEGATE_TOPIC_PREFIX=settings.topic_prefix,
+        SLUICEGATE_STATE_DIR=str(settings.state_dir),
+        SLUICEGATE_SERVE_PROJECTORS="2",
+    )
+    pid_file = tmp_path / "serve.pids"
+    serve = _serve_with_pid_file(env, pid_file, "projector")
+    names = ["projector:0/2", "projector:1/2"]
+    try:
+        wait_until(lambda: all(n in pids_in(pid_file) for n in names), timeout_s=30)
+        for name in names:
+            with open(f"/proc/{pids_in(pid_file)[name]}/cmdline", "rb") as cmdline:
+                args = cmdline.read().split(b"\0")
+            assert args[-3:] == [b"--share", name.partition(":")[2].encode(), b""]
+        rng = random.Random(71)
+        produce_history(settings, build_history(rng, 40), rng=rng)
+        live = schema_name(settings.topic_prefix)
+        whole = Projector(settings)  # for the ends of every partition; it never projects
+        try:
+            wait_caught_up(settings, whole, live)
+        finally:
+            whole.close()
+    finally:
+        serve.send_signal(signal.SIGTERM)
+        _, stderr = serve.communicate(timeout=60)
+    try:
+        assert serve.returncode == 0, stderr[-2000:]
+        verified = rebuild(settings, verify=True, stream=io.StringIO(), workers=1)
+        assert [d.describe() for d in verified.differences] == []
+    finally:
+        cleanup(settings)

@@ -55,3 +55,17 @@ def test_a_large_load_takes_a_worker_per_core_and_partition_number(
 ) -> None:
     monkeypatch.setattr(os, "cpu_count", lambda: cores)
     assert auto_workers(_goal(partitions, PARALLEL_FROM)) == expected
+
+
+@pytest.mark.parametrize(
+    "text,share", [("0/2", Share(0, 2)), (" 3/4 ", Share(3, 4)), ("0/1", Share(0, 1))]
+)
+def test_a_share_is_written_k_of_n(text: str, share: Share) -> None:
+    assert Share.parse(text) == share
+    assert Share.parse(str(share)) == share
+
+
+@pytest.mark.parametrize("text", ["2/2", "-1/2", "1/0", "1", "a/b", "1/2/3", "", "/"])
+def test_a_share_written_otherwise_is_refused_with_the_form_expected(text: str) -> None:
+    with pytest.raises(ValueError, match="expected K/N with 0 <= K < N"):
+        Share.parse(text)
