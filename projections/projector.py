@@ -119,6 +119,7 @@ class Projector:
         share: Share | None = None,
     ) -> None:
         self.settings = settings
+        self.share = share
         self.schema = schema or schema_name(settings.topic_prefix)
         self.topics = topics or source_topics()
         self.batch_size = batch_size
@@ -176,6 +177,11 @@ class Projector:
             or now - self.came_round_at <= self.STALLED_AFTER_S
             or now - self._writer.lock_answered_at <= self.STALLED_AFTER_S
         )
+
+    @property
+    def connected(self) -> bool:
+        """Whether the projector is connected to PostgreSQL (not waiting for it)."""
+        return self._writer.connected and not self._writer.connecting
 
     @property
     def waiting_for_postgresql(self) -> bool:

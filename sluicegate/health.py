@@ -1,14 +1,17 @@
-"""The probes of an engine instance (``processor``, ``gate``, ``gateway``) over HTTP.
+"""The probes of a component over HTTP: an engine instance (``processor``, ``gate``,
+``gateway``), the projector or a branch worker.
 
 ``--health HOST:PORT`` (or ``$SLUICEGATE_HEALTH``) serves, on its own thread:
 
-- ``GET /healthz``: 200 while the instance is worth keeping, 503 when it is not (stopped, or
-  running with a loop that has not come round within its stall limit): restart it;
-- ``GET /readyz``: 200 while it is running (its partitions restored and consumed), 503 while
-  it starts, restores or starts over;
+- ``GET /healthz``: 200 while the component is worth keeping, 503 when it is not (an engine
+  instance stopped, or running with a loop that has not come round within its stall limit;
+  a projector or a worker that is not alive by its own ``alive()``): restart it;
+- ``GET /readyz``: 200 while it processes what arrives (an engine instance running, its
+  partitions restored and consumed; a projector connected to PostgreSQL), 503 otherwise;
 
-each with the status as JSON (``streams/engine/status.py``: phase, how long, why it is
-starting over, start-overs in a row, assigned partitions). ``HEAD`` answers the same without
+each with the status as JSON (an engine's from ``streams/engine/status.py``: phase, how
+long, why it is starting over, start-overs in a row, assigned partitions; the others' from
+:class:`LoopProbes`). ``HEAD`` answers the same without
 a body. Any other path is 404, any other method 405, a request the server cannot parse 400;
 none of them touches the instance. At most :data:`MAX_CONNECTIONS` connections are served at
 once (one more is closed unanswered), and a client that stops sending is dropped after 10 s.
@@ -21,12 +24,14 @@ import json
 import logging
 import socket
 import threading
+from collections.abc import Callable
+from dataclasses import dataclass
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, Protocol
 
 from sluicegate.errors import SluicegateError
-from streams.engine.status import InstanceStatus, describe, healthy, ready
+from streams.engine.status import InstanceStatus, Snapshot, describe, healthy, ready
 
 log = logging.getLogger("sluicegate.health")
 
@@ -78,13 +83,65 @@ class _Server6(_Server):
     address_family = socket.AF_INET6
 
 
-class HealthServer:
-    """Serves ``status``'s probes on ``address`` until :meth:`close`."""
+Answer = tuple[bool, dict[str, object]]
+"""Whether a probe passes, and the body it answers with."""
 
-    def __init__(self, status: InstanceStatus, address: tuple[str, int]) -> None:
-        self.status = status
+
+class Probes(Protocol):
+    def healthz(self) -> Answer: ...
+
+    def readyz(self) -> Answer: ...
+
+
+@dataclass(frozen=True)
+class EngineProbes:
+    """An engine instance's probes, from its :class:`InstanceStatus`."""
+
+    status: InstanceStatus
+
+    def healthz(self) -> Answer:
+        snapshot, now, limit = self._read()
+        return healthy(snapshot, now, limit), describe(snapshot, now, limit)
+
+    def readyz(self) -> Answer:
+        snapshot, now, limit = self._read()
+        return ready(snapshot), describe(snapshot, now, limit)
+
+    def _read(self) -> tuple[Snapshot, float, float]:
+        return self.status.snapshot(), self.status.clock(), self.status.stalled_after_s
+
+
+@dataclass(frozen=True)
+class LoopProbes:
+    """The probes of a component that is one loop (the projector, a branch worker): healthy
+    while ``alive()``, ready while ``ready()``; ``details()`` adds to the body."""
+
+    alive: Callable[[], bool]
+    ready: Callable[[], bool]
+    details: Callable[[], dict[str, object]]
+
+    def _body(self) -> dict[str, object]:
+        return {"healthy": self.alive(), "ready": self.ready(), **self.details()}
+
+    def healthz(self) -> Answer:
+        body = self._body()
+        return bool(body["healthy"]), body
+
+    def readyz(self) -> Answer:
+        body = self._body()
+        return bool(body["ready"]), body
+
+
+class HealthServer:
+    """Serves the ``probes`` (an engine instance's status, or :class:`Probes`) on ``address``
+    until :meth:`close`."""
+
+    def __init__(self, probes: InstanceStatus | Probes, address: tuple[str, int]) -> None:
+        if isinstance(probes, InstanceStatus):
+            probes = EngineProbes(probes)
+        self.probes = probes
         try:
-            server = (_Server6 if ":" in address[0] else _Server)(address, _handler(status))
+            server = (_Server6 if ":" in address[0] else _Server)(address, _handler(probes))
         except OSError as e:
             raise SluicegateError(
                 f"cannot serve the health probes on {address[0]}:{address[1]}: {e}; "
@@ -108,7 +165,7 @@ class HealthServer:
         self._thread.join(5)
 
 
-def _handler(status: InstanceStatus) -> type[BaseHTTPRequestHandler]:
+def _handler(probes: Probes) -> type[BaseHTTPRequestHandler]:
     class Probe(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
         server_version = "sluicegate-health"
@@ -128,14 +185,7 @@ def _handler(status: InstanceStatus) -> type[BaseHTTPRequestHandler]:
             if path not in ("/healthz", "/readyz"):
                 self._send(HTTPStatus.NOT_FOUND, {"error": "not_found"}, body)
                 return
-            snapshot = status.snapshot()
-            now = status.clock()
-            good = (
-                ready(snapshot)
-                if path == "/readyz"
-                else healthy(snapshot, now, status.stalled_after_s)
-            )
-            described = describe(snapshot, now, status.stalled_after_s)
+            good, described = probes.readyz() if path == "/readyz" else probes.healthz()
             self._send(HTTPStatus.OK if good else HTTPStatus.SERVICE_UNAVAILABLE, described, body)
 
         def _refuse(self) -> None:

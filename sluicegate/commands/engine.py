@@ -11,10 +11,13 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from streams.engine.status import InstanceStatus, healthy
 from streams.heartbeat import Heartbeat
+
+if TYPE_CHECKING:
+    from sluicegate.health import HealthServer, Probes
 
 
 class Runs(Protocol):
@@ -99,6 +102,25 @@ def log_to_stderr() -> None:
     )
 
 
+def serve_probes(
+    probes: InstanceStatus | Probes,
+    address: tuple[str, int] | None,
+    log: logging.Logger | None = None,
+) -> HealthServer | None:
+    """Serve a component's probes on ``address`` (``--health``; nothing when ``None``) until
+    the server returned is closed, and log where on ``log``; an address that cannot be bound
+    is a :class:`~sluicegate.errors.SluicegateError`."""
+    if address is None:
+        return None
+    from sluicegate.health import HealthServer  # the HTTP server, only when asked for
+
+    served = HealthServer(probes, address)
+    (log or logging.getLogger("sluicegate.health")).info(
+        "health probes on http://%s:%d (/healthz, /readyz)", *served.address
+    )
+    return served
+
+
 def run_until_signalled(
     processor: Runs,
     log: logging.Logger,
@@ -140,12 +162,7 @@ def run_until_signalled(
         heart.keep_beating(
             lambda: healthy(status.snapshot(), status.clock(), status.stalled_after_s), beating
         )
-    probes = None
-    if health is not None:
-        from sluicegate.health import HealthServer
-
-        probes = HealthServer(processor.status, health)
-        log.info("health probes on http://%s:%d (/healthz, /readyz)", *probes.address)
+    probes = serve_probes(processor.status, health, log)
     try:
         processor.run()
     finally:

@@ -9,10 +9,16 @@ import sys
 import threading
 import time
 from types import FrameType
+from typing import TYPE_CHECKING
 
 from projections.share import Share
+from sluicegate.commands.engine import add_health_option, serve_probes
 from streams.heartbeat import Heartbeat
 from streams.settings import load_settings
+
+if TYPE_CHECKING:
+    from projections.projector import Projector
+    from sluicegate.health import LoopProbes
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -30,6 +36,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="project only the partitions whose number is K modulo N; run N projectors "
         "(0/N to N-1/N) to share the work (default: every partition)",
     )
+    add_health_option(projector)
     projector.set_defaults(func=cmd_projector)
 
     projections = subparsers.add_parser("projections", help="the PostgreSQL read model")
@@ -53,6 +60,31 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     rb.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     rb.set_defaults(func=cmd_rebuild)
+
+
+def projector_probes(projector: Projector) -> LoopProbes:
+    """The projector's ``/healthz`` (:meth:`Projector.alive`) and ``/readyz`` (connected to
+    PostgreSQL), with its counts."""
+    from sluicegate.health import LoopProbes
+
+    def details() -> dict[str, object]:
+        stats = projector.stats
+        return {
+            "share": None if projector.share is None else str(projector.share),
+            "waiting_for_postgresql": projector.waiting_for_postgresql,
+            "loop_seconds_ago": round(time.monotonic() - projector.came_round_at, 3),
+            "stalled_after_seconds": projector.STALLED_AFTER_S,
+            "messages": stats.messages,
+            "parked": stats.parked,
+            "reconnects": stats.reconnects,
+            "reseeks": stats.reseeks,
+        }
+
+    return LoopProbes(
+        alive=lambda: projector.alive(time.monotonic()),
+        ready=lambda: projector.connected,
+        details=details,
+    )
 
 
 def _share(text: str) -> Share:
@@ -108,9 +140,12 @@ def cmd_projector(args: argparse.Namespace) -> int:
         heart = Heartbeat.from_environment()  # under `sluicegate serve`
         if heart is not None:
             heart.keep_beating(lambda: projector.alive(time.monotonic()), stop)
+        probes = serve_probes(projector_probes(projector), args.health)
         try:
             projector.run()
         finally:
+            if probes is not None:
+                probes.close()
             stats = projector.stats
             elapsed = max(time.monotonic() - started, 1e-9)
             log.info(

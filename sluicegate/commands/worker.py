@@ -7,9 +7,15 @@ import logging
 import signal
 import sys
 import time
+from typing import TYPE_CHECKING
 
+from sluicegate.commands.engine import add_health_option, serve_probes
 from streams.heartbeat import Heartbeat
 from streams.settings import load_settings
+
+if TYPE_CHECKING:
+    from consumers.branch_worker import BranchWorker
+    from sluicegate.health import LoopProbes
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -38,6 +44,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="consumer group (under the topic prefix); workers serving different slots need "
         "different groups, as each group takes every task once",
     )
+    add_health_option(worker)
     worker.set_defaults(func=cmd_worker)
 
 
@@ -69,5 +76,24 @@ def cmd_worker(args: argparse.Namespace) -> int:
     heart = Heartbeat.from_environment()  # under `sluicegate serve`
     if heart is not None:
         heart.keep_beating(lambda: worker.alive(time.monotonic()), worker.stop_event)
-    worker.run()
+    probes = serve_probes(worker_probes(worker), args.health)
+    try:
+        worker.run()
+    finally:
+        if probes is not None:
+            probes.close()
     return 0
+
+
+def worker_probes(worker: BranchWorker) -> LoopProbes:
+    """The worker's ``/healthz`` and ``/readyz``: both :meth:`BranchWorker.alive` (its loop
+    came round, or a handler returned, within 60 s)."""
+    from sluicegate.health import LoopProbes
+
+    def alive() -> bool:
+        return worker.alive(time.monotonic())
+
+    def details() -> dict[str, object]:
+        return {"loop_seconds_ago": round(time.monotonic() - worker.came_round_at, 3)}
+
+    return LoopProbes(alive=alive, ready=alive, details=details)

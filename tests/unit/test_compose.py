@@ -96,3 +96,12 @@ def test_the_engine_instances_are_probed_where_they_serve() -> None:
         probe = " ".join(service["healthcheck"]["test"])
         assert f"http://127.0.0.1:{port}/healthz" in probe
         assert service["environment"]["SLUICEGATE_KAFKA"] == "kafka:19092"
+
+
+def test_every_component_that_serves_probes_has_a_health_check_on_its_address() -> None:
+    services = compose()["services"]
+    for name in ("processor", "gate", "gateway", "projector"):
+        service = services[name]
+        port = service["environment"]["SLUICEGATE_HEALTH"].rsplit(":", 1)[1]
+        test = " ".join(service["healthcheck"]["test"])
+        assert f"http://127.0.0.1:{port}/healthz" in test, name
