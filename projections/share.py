@@ -1,4 +1,5 @@
-"""A share of the source partitions: what one worker of a parallel rebuild projects."""
+"""A share of the source partitions: what one worker of a parallel rebuild, or one of several
+live projectors (``sluicegate projector --share K/N``), projects."""
 
 from __future__ import annotations
 

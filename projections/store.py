@@ -30,11 +30,11 @@ value passed through :func:`~projections.model.storable`, so the stored rows are
 Writers of one schema serialize on a transaction-level advisory lock, and each batch first
 checks that the stored offsets are those the writer last saw (:class:`OffsetsMoved` if not),
 so a rebuild swapping its schema in, or a second projector, can never interleave rows. A
-writer given a :class:`~projections.share.Share` (a worker of a parallel rebuild) reads,
-checks and stores the offsets of its share's partitions only, so the workers of one load
-write the same schema side by side. A
-batch waits for the lock half a second at a time while another writer holds it, so its wait
-shows as answers (:attr:`Store.lock_answered_at`), not as silence.
+writer given a :class:`~projections.share.Share` (a worker of a parallel rebuild, a live
+projector with ``--share``) reads, checks and stores the offsets of its share's partitions
+only, so the writers of the shares write one schema side by side. A batch waits for the lock
+half a second at a time while another writer holds it, so its wait shows as answers
+(:attr:`Store.lock_answered_at`), not as silence.
 """
 
 from __future__ import annotations

@@ -42,20 +42,23 @@ def _settings(history: list[Emitted], rng: random.Random) -> Settings:
     return s
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def history() -> list[Emitted]:
     return build_history(random.Random(41), 300)
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def settings(history: list[Emitted]) -> Iterator[Settings]:
+    """One backlog for the module: every test leaves the live schema a whole projection of it
+    (rebuilt, or as it was), which is what the next one starts from."""
     s = _settings(history, random.Random(42))
     yield s
     cleanup(s)
 
 
 def _plain(settings: Settings) -> str:
-    """A batch-by-batch projection of every topic, in a schema of its own."""
+    """A batch-by-batch projection of every topic, in a schema of its own (made once: later
+    calls find it caught up)."""
     schema = schema_name(settings.topic_prefix) + "__plain"
     with Projector(settings, schema=schema, batch_size=200) as projector:
         projector.run_until(timeout_s=60)

@@ -162,7 +162,8 @@ def _wait_until(predicate: Callable[[], bool], timeout_s: float = 60.0) -> None:
     raise AssertionError(f"timed out after {timeout_s} s")
 
 
-def test_a_number_of_workers_below_one_is_refused(settings: Settings) -> None:
+def test_a_number_of_workers_below_one_is_refused() -> None:
+    settings = unique_settings()  # refused before anything is read
     for value in ("0", "-1", "two"):
         done = _cli(settings, "projections", "rebuild", "--workers", value)
         assert done.returncode == 2

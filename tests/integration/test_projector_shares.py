@@ -53,18 +53,18 @@ def test_three_shares_follow_the_topics_through_a_rebuild_and_equal_one_projecto
     try:
         for thread in threads:
             thread.start()
-        produce_history(settings, build_history(rng, 60, tag="before"), rng=rng)
+        produce_history(settings, build_history(rng, 30, tag="before"), rng=rng)
         caught_up()
 
         def shares_move_on() -> None:
             # Between the rebuild's last batch and its swap the shares project more, so the
             # swap moves each share's stored offsets back under it: each re-seeks to its own.
-            produce_history(settings, build_history(rng, 60, tag="during"), rng=rng)
+            produce_history(settings, build_history(rng, 30, tag="during"), rng=rng)
             caught_up()
 
         result = rebuild(settings, stream=io.StringIO(), workers=1, _before_swap=shares_move_on)
         assert result.swapped
-        produce_history(settings, build_history(rng, 60, tag="after"), rng=rng)
+        produce_history(settings, build_history(rng, 30, tag="after"), rng=rng)
         caught_up()
     finally:
         for projector in projectors:
