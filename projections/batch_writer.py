@@ -159,7 +159,19 @@ class BatchWriter:
                 raise HeldRowsRefused(f"PostgreSQL refused rows held back: {e}") from e
             log.error("batch refused by PostgreSQL (%s); writing it message by message", e)
             return self._write_isolated(per_message, advance, dict(expected))
+        except OffsetsMoved as e:
+            if self.held is not None:
+                raise self._moved_under_bulk_load() from e
+            raise
         return {**expected, **advance}, 0
+
+    def _moved_under_bulk_load(self) -> ProjectionError:
+        """What stored offsets that moved under a bulk load are: re-seeking would write over
+        another writer's rows in a schema only the load should write."""
+        return ProjectionError(
+            f"the stored offsets of {self.schema} moved while rows were held back: "
+            "another writer is writing a schema only a bulk load should"
+        )
 
     def _write_isolated(
         self, per_message: list[Mapped], advance: Offsets, positions: Offsets
@@ -220,7 +232,4 @@ class BatchWriter:
         except (psycopg.DataError, psycopg.IntegrityError) as e:
             raise HeldRowsRefused(f"PostgreSQL refused rows held back: {e}") from e
         except OffsetsMoved as e:
-            raise ProjectionError(
-                f"the stored offsets of {self.schema} moved while rows were held back: "
-                "another writer is writing a schema only a bulk load should"
-            ) from e
+            raise self._moved_under_bulk_load() from e

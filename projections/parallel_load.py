@@ -27,7 +27,7 @@ What is guaranteed:
 
 Protocol: the parent writes one pickled :class:`Job` to the worker's stdin and keeps it open;
 the worker answers on stdout with lines ``progress <messages>`` per batch and one final
-``done <messages> <parked>``, ``refused <text>`` or ``failed <text>``. Anything else a
+``done <messages>``, ``refused <text>`` or ``failed <text>``. Anything else a
 worker prints goes to stderr.
 """
 
@@ -74,15 +74,6 @@ class Job:
     parent: int
 
 
-@dataclass(frozen=True)
-class Loaded:
-    """What the workers of a load projected, together."""
-
-    messages: int
-    parked: int
-    workers: int
-
-
 def auto_workers(goal: Offsets) -> int:
     """How many workers a rebuild up to ``goal`` uses unless told: one per core (at most
     :data:`MAX_WORKERS`, at most one per partition number), and one below
@@ -102,9 +93,10 @@ def load_in_parallel(
     held_rows: int,
     timeout_s: float | None,
     on_progress: Callable[[int], None] | None = None,
-) -> Loaded:
+) -> int:
     """Load ``schema`` (fresh, migrated, nobody reading it) up to ``goal`` with ``workers``
-    processes; see the module docstring for what is guaranteed."""
+    processes; how many messages they projected. See the module docstring for what is
+    guaranteed."""
     env = dict(os.environ)
     # The worker imports this package from where the parent did, installed or not.
     root = str(Path(__file__).resolve().parents[1])
@@ -201,18 +193,13 @@ def _end(procs: list[subprocess.Popen[bytes]], *, finished: bool) -> None:
             proc.stdout.close()
 
 
-def _result(outcomes: dict[int, tuple[str, str]], workers: int) -> Loaded:
+def _result(outcomes: dict[int, tuple[str, str]], workers: int) -> int:
     for index, (word, text) in sorted(outcomes.items()):
         if word == "refused":
             raise HeldRowsRefused(text)
         if word != "done":
             raise ProjectionError(f"rebuild worker {index + 1} of {workers}: {text}")
-    counts = [text.split() for _, text in outcomes.values()]
-    return Loaded(
-        messages=sum(int(c[0]) for c in counts),
-        parked=sum(int(c[1]) for c in counts),
-        workers=workers,
-    )
+    return sum(int(text) for _, text in outcomes.values())
 
 
 # -- the worker ---------------------------------------------------------------------------
@@ -262,7 +249,7 @@ def work() -> int:
             on_progress=lambda n: say("progress", n),
         ) as projector:
             projector.run_until(job.goal, timeout_s=job.timeout_s)
-            say("done", projector.stats.messages, projector.stats.parked)
+            say("done", projector.stats.messages)
     except HeldRowsRefused as e:
         say("refused", _one_line(str(e)))
         return 1

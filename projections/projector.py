@@ -371,12 +371,7 @@ class Projector:
         self._pending = None
         try:
             self._positions, parked = future.result()
-        except OffsetsMoved as e:
-            if self._writer.held is not None:
-                raise ProjectionError(
-                    f"the stored offsets of {self.schema} moved under a bulk load: another "
-                    "writer is writing a schema only the load should"
-                ) from e
+        except OffsetsMoved:
             log.warning("stored offsets moved (rebuild swap or second projector); re-seeking")
             self.stats.reseeks += 1
             self._reload()

@@ -220,7 +220,7 @@ def _load(
         )
         # Every worker stored its offsets: this finds them and projects nothing more.
         projector.run_until(goal, timeout_s=timeout_s)
-        return _Loaded(projector, deferred, goal, count, by_workers.messages)
+        return _Loaded(projector, deferred, goal, count, by_workers)
     except BaseException:
         projector.close()
         raise

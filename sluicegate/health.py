@@ -11,7 +11,7 @@
 
 each with the status as JSON (an engine's from ``streams/engine/status.py``: phase, how
 long, why it is starting over, start-overs in a row, assigned partitions; the others' from
-:class:`LoopProbes`). ``HEAD`` answers the same without
+:class:`~sluicegate.probes.LoopProbes`). ``HEAD`` answers the same without
 a body. Any other path is 404, any other method 405, a request the server cannot parse 400;
 none of them touches the instance. At most :data:`MAX_CONNECTIONS` connections are served at
 once (one more is closed unanswered), and a client that stops sending is dropped after 10 s.
@@ -24,14 +24,12 @@ import json
 import logging
 import socket
 import threading
-from collections.abc import Callable
-from dataclasses import dataclass
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Protocol
+from typing import Any
 
 from sluicegate.errors import SluicegateError
-from streams.engine.status import InstanceStatus, Snapshot, describe, healthy, ready
+from sluicegate.probes import Probes
 
 log = logging.getLogger("sluicegate.health")
 
@@ -83,62 +81,10 @@ class _Server6(_Server):
     address_family = socket.AF_INET6
 
 
-Answer = tuple[bool, dict[str, object]]
-"""Whether a probe passes, and the body it answers with."""
-
-
-class Probes(Protocol):
-    def healthz(self) -> Answer: ...
-
-    def readyz(self) -> Answer: ...
-
-
-@dataclass(frozen=True)
-class EngineProbes:
-    """An engine instance's probes, from its :class:`InstanceStatus`."""
-
-    status: InstanceStatus
-
-    def healthz(self) -> Answer:
-        snapshot, now, limit = self._read()
-        return healthy(snapshot, now, limit), describe(snapshot, now, limit)
-
-    def readyz(self) -> Answer:
-        snapshot, now, limit = self._read()
-        return ready(snapshot), describe(snapshot, now, limit)
-
-    def _read(self) -> tuple[Snapshot, float, float]:
-        return self.status.snapshot(), self.status.clock(), self.status.stalled_after_s
-
-
-@dataclass(frozen=True)
-class LoopProbes:
-    """The probes of a component that is one loop (the projector, a branch worker): healthy
-    while ``alive()``, ready while ``ready()``; ``details()`` adds to the body."""
-
-    alive: Callable[[], bool]
-    ready: Callable[[], bool]
-    details: Callable[[], dict[str, object]]
-
-    def _body(self) -> dict[str, object]:
-        return {"healthy": self.alive(), "ready": self.ready(), **self.details()}
-
-    def healthz(self) -> Answer:
-        body = self._body()
-        return bool(body["healthy"]), body
-
-    def readyz(self) -> Answer:
-        body = self._body()
-        return bool(body["ready"]), body
-
-
 class HealthServer:
-    """Serves the ``probes`` (an engine instance's status, or :class:`Probes`) on ``address``
-    until :meth:`close`."""
+    """Serves ``probes`` on ``address`` until :meth:`close`."""
 
-    def __init__(self, probes: InstanceStatus | Probes, address: tuple[str, int]) -> None:
-        if isinstance(probes, InstanceStatus):
-            probes = EngineProbes(probes)
+    def __init__(self, probes: Probes, address: tuple[str, int]) -> None:
         self.probes = probes
         try:
             server = (_Server6 if ":" in address[0] else _Server)(address, _handler(probes))

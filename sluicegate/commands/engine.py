@@ -13,11 +13,12 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
+from sluicegate.probes import EngineProbes, Probes
 from streams.engine.status import InstanceStatus, healthy
 from streams.heartbeat import Heartbeat
 
 if TYPE_CHECKING:
-    from sluicegate.health import HealthServer, Probes
+    from sluicegate.health import HealthServer
 
 
 class Runs(Protocol):
@@ -103,7 +104,7 @@ def log_to_stderr() -> None:
 
 
 def serve_probes(
-    probes: InstanceStatus | Probes,
+    probes: Probes,
     address: tuple[str, int] | None,
     log: logging.Logger | None = None,
 ) -> HealthServer | None:
@@ -162,7 +163,7 @@ def run_until_signalled(
         heart.keep_beating(
             lambda: healthy(status.snapshot(), status.clock(), status.stalled_after_s), beating
         )
-    probes = serve_probes(processor.status, health, log)
+    probes = serve_probes(EngineProbes(processor.status), health, log)
     try:
         processor.run()
     finally:

@@ -13,12 +13,12 @@ from typing import TYPE_CHECKING
 
 from projections.share import Share
 from sluicegate.commands.engine import add_health_option, serve_probes
+from sluicegate.probes import LoopProbes
 from streams.heartbeat import Heartbeat
 from streams.settings import load_settings
 
 if TYPE_CHECKING:
     from projections.projector import Projector
-    from sluicegate.health import LoopProbes
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -65,7 +65,6 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 def projector_probes(projector: Projector) -> LoopProbes:
     """The projector's ``/healthz`` (:meth:`Projector.alive`) and ``/readyz`` (connected to
     PostgreSQL), with its counts."""
-    from sluicegate.health import LoopProbes
 
     def details() -> dict[str, object]:
         stats = projector.stats

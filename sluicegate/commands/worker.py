@@ -10,12 +10,12 @@ import time
 from typing import TYPE_CHECKING
 
 from sluicegate.commands.engine import add_health_option, serve_probes
+from sluicegate.probes import LoopProbes
 from streams.heartbeat import Heartbeat
 from streams.settings import load_settings
 
 if TYPE_CHECKING:
     from consumers.branch_worker import BranchWorker
-    from sluicegate.health import LoopProbes
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -88,7 +88,6 @@ def cmd_worker(args: argparse.Namespace) -> int:
 def worker_probes(worker: BranchWorker) -> LoopProbes:
     """The worker's ``/healthz`` and ``/readyz``: both :meth:`BranchWorker.alive` (its loop
     came round, or a handler returned, within 60 s)."""
-    from sluicegate.health import LoopProbes
 
     def alive() -> bool:
         return worker.alive(time.monotonic())

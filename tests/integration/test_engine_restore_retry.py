@@ -23,6 +23,7 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from sluicegate.health import HealthServer
+from sluicegate.probes import EngineProbes
 from streams.engine import processor as processor_module
 from streams.engine.processor import Processor
 from streams.settings import Settings
@@ -77,7 +78,7 @@ def test_a_restore_held_back_past_its_bound_starts_over(
     processor: ToyProcessor = Processor(
         settings, ToyApp(settings), instance_id="a", transaction_timeout_ms=2000
     )
-    probes = HealthServer(processor.status, ("127.0.0.1", 0))
+    probes = HealthServer(EngineProbes(processor.status), ("127.0.0.1", 0))
     running = Running(processor)
     try:
         wait_until(lambda: processor.stats.restarts >= 2 or running.error is not None, timeout_s=60)

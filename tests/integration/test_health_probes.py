@@ -21,6 +21,7 @@ from sluicegate import cli
 from sluicegate.commands import engine
 from sluicegate.errors import SluicegateError
 from sluicegate.health import MAX_CONNECTIONS, HealthServer, parse_address
+from sluicegate.probes import EngineProbes
 from streams.engine import processor as processor_module
 from streams.engine.processor import Processor
 from streams.engine.status import InstanceStatus, Phase
@@ -48,7 +49,7 @@ def status(clock: ManualClock) -> InstanceStatus:
 
 @pytest.fixture()
 def server(status: InstanceStatus) -> Iterator[HealthServer]:
-    served = HealthServer(status, ("127.0.0.1", 0))
+    served = HealthServer(EngineProbes(status), ("127.0.0.1", 0))
     try:
         yield served
     finally:
@@ -194,7 +195,7 @@ def test_the_option_and_its_environment_default(monkeypatch: pytest.MonkeyPatch)
 
 def test_an_address_in_use_is_a_clear_error(server: HealthServer, status: InstanceStatus) -> None:
     with pytest.raises(SluicegateError, match=r"cannot serve the health probes on 127\.0\.0\.1:"):
-        HealthServer(status, server.address)
+        HealthServer(EngineProbes(status), server.address)
 
 
 def test_the_command_loop_serves_the_probes_while_the_instance_runs(
@@ -252,7 +253,7 @@ def test_a_real_instance_whose_loop_wedges_turns_unhealthy_and_recovers(
     monkeypatch.setattr(processor_module, "STALLED_AFTER_S", 1.0)
     app = WedgingApp(settings)
     processor = Processor(settings, app, instance_id="a", transaction_timeout_ms=1000)
-    served = HealthServer(processor.status, ("127.0.0.1", 0))
+    served = HealthServer(EngineProbes(processor.status), ("127.0.0.1", 0))
     running = Running(processor)
     try:
         wait_until(lambda: get(served, "/readyz")[0] == 200, timeout_s=60)

@@ -17,6 +17,7 @@ from projections.db import schema_name
 from projections.projector import Projector
 from projections.rebuild import rebuild
 from streams.kafka.topics import ensure_topics
+from streams.settings import Settings
 from tests.integration.test_projector_rebuild import wait_caught_up
 from tests.support.history import build_history, cleanup, produce_history
 from tests.support.kafka import unique_settings, wait_until
@@ -26,6 +27,16 @@ from tests.support.serve import http_get, pids_in
 pytestmark = pytest.mark.integration
 
 ROOT = Path(__file__).resolve().parents[2]
+
+
+def _env(settings: Settings, **extra: str) -> dict[str, str]:
+    """The environment of a serve for ``settings``' prefix and state directory."""
+    return dict(
+        os.environ,
+        SLUICEGATE_TOPIC_PREFIX=settings.topic_prefix,
+        SLUICEGATE_STATE_DIR=str(settings.state_dir),
+        **extra,
+    )
 
 
 def children_of(pid: int) -> list[int]:
@@ -38,11 +49,7 @@ def children_of(pid: int) -> list[int]:
 def test_serve_restarts_a_killed_component_and_stops_cleanly() -> None:
     settings = unique_settings()
     ensure_topics(settings)
-    env = dict(
-        os.environ,
-        SLUICEGATE_TOPIC_PREFIX=settings.topic_prefix,
-        SLUICEGATE_STATE_DIR=str(settings.state_dir),
-    )
+    env = _env(settings)
     serve = subprocess.Popen(
         [sys.executable, "-m", "sluicegate.cli", "serve", "--only", "processor"],
         cwd=ROOT,
@@ -84,11 +91,7 @@ def _serve_with_pid_file(env: dict[str, str], pid_file: Path, only: str) -> subp
 def test_serve_pid_file_names_the_running_child_and_follows_its_restart(tmp_path: Path) -> None:
     settings = unique_settings()
     ensure_topics(settings)
-    env = dict(
-        os.environ,
-        SLUICEGATE_TOPIC_PREFIX=settings.topic_prefix,
-        SLUICEGATE_STATE_DIR=str(settings.state_dir),
-    )
+    env = _env(settings)
     pid_file = tmp_path / "run" / "serve.pids"
     serve = _serve_with_pid_file(env, pid_file, "processor")
     try:
@@ -115,10 +118,8 @@ def test_serve_starts_the_read_listener_beside_the_webhook() -> None:
     settings = unique_settings()
     ensure_topics(settings)
     webhook, read = free_port(), free_port()
-    env = dict(
-        os.environ,
-        SLUICEGATE_TOPIC_PREFIX=settings.topic_prefix,
-        SLUICEGATE_STATE_DIR=str(settings.state_dir),
+    env = _env(
+        settings,
         SLUICEGATE_HTTP=f"127.0.0.1:{webhook}",
         SLUICEGATE_READ_HTTP=f"127.0.0.1:{read}",
     )
@@ -148,10 +149,8 @@ def test_serve_starts_the_read_listener_beside_the_webhook() -> None:
 def test_serve_runs_n_projectors_that_share_the_partitions(tmp_path: Path) -> None:
     settings = unique_settings(partitions=4)
     ensure_topics(settings)
-    env = dict(
-        os.environ,
-        SLUICEGATE_TOPIC_PREFIX=settings.topic_prefix,
-        SLUICEGATE_STATE_DIR=str(settings.state_dir),
+    env = _env(
+        settings,
         SLUICEGATE_SERVE_PROJECTORS="2",
     )
     pid_file = tmp_path / "serve.pids"
