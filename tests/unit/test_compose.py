@@ -105,3 +105,26 @@ def test_every_component_that_serves_probes_has_a_health_check_on_its_address() 
         port = service["environment"]["SLUICEGATE_HEALTH"].rsplit(":", 1)[1]
         test = " ".join(service["healthcheck"]["test"])
         assert f"http://127.0.0.1:{port}/healthz" in test, name
+
+
+def _probe(service: dict[str, Any]) -> str:
+    return " ".join(service["healthcheck"]["test"])
+
+
+def test_the_webhook_and_the_venue_are_probed_where_they_listen() -> None:
+    services = compose()["services"]
+    ingest = services["ingest"]
+    webhook_port = parse_address(ingest["environment"]["SLUICEGATE_HTTP"])[1]
+    # The webhook's /healthz answers while the process serves; Kafka's state is /readyz's.
+    assert f"http://127.0.0.1:{webhook_port}/healthz" in _probe(ingest)
+    venue = services["venue"]
+    command = venue["command"]
+    venue_port = parse_address(command[command.index("--http") + 1])[1]
+    assert f"http://127.0.0.1:{venue_port}/paper/v1/health" in _probe(venue)
+    # The gateway starts once the venue answers, not merely once its container started.
+    assert services["gateway"]["depends_on"]["venue"]["condition"] == "service_healthy"
+
+
+def test_every_long_running_service_has_a_health_check() -> None:
+    for name, service in compose()["services"].items():
+        assert "healthcheck" in service, name
