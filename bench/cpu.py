@@ -46,6 +46,16 @@ def of_pid(pid: int | None) -> Reader:
     return lambda: None if pid is None else cpu_seconds(pid)
 
 
+def of_pids(pids: list[int]) -> Reader:
+    """A reader of several processes' CPU seconds together (None once any is gone)."""
+
+    def read() -> float | None:
+        seconds = [cpu_seconds(pid) for pid in pids]
+        return None if None in seconds else sum(s or 0.0 for s in seconds)
+
+    return read
+
+
 def broker_pid() -> int | None:
     """The local broker's pid (``make up`` writes it), None when Kafka runs elsewhere."""
     try:

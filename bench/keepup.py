@@ -13,7 +13,8 @@ into PostgreSQL, as separate processes on the same machine, and samples every ha
 
 It also reads the CPU the processor, the projector, every PostgreSQL process (autovacuum
 included) and the local broker used until the last outcome became visible: what the
-projector's share of the machine was, and who took the rest.
+projector's share of the machine was, and who took the rest; and again once the projection
+caught up: what projecting the whole backlog cost.
 
 The lag is bounded when it stops growing while the processor still works
 (:attr:`bench.projection_report.KeepUp.bounded`). Section 4 reports it; the processor's rate
@@ -31,7 +32,7 @@ from confluent_kafka import Consumer, TopicPartition
 from psycopg import sql
 
 from bench.backlog import Backlog, OutcomeCounter, Stage, start_child, stop_children
-from bench.cpu import CpuMeter, broker_pid, of_pid, postgres_cpu_seconds
+from bench.cpu import CpuMeter, broker_pid, of_pid, of_pids, postgres_cpu_seconds
 from bench.projection_report import KeepUp, Sample
 from projections.db import connect, schema_name
 from projections.rebuild import drop_schema
@@ -68,7 +69,9 @@ def _projected(conn: psycopg.Connection, schema: str) -> dict[tuple[str, int], i
     return {(str(t), int(p)): int(o) for t, p, o in rows} if rows else None
 
 
-def measure(backlog: Backlog, partitions: int, timeout_s: float) -> KeepUp:
+def measure(backlog: Backlog, partitions: int, timeout_s: float, projectors: int = 1) -> KeepUp:
+    """One keep-up run on fresh topics: ``projectors`` live projector processes, each with
+    its share of the partitions (``--share K/N``) when more than one."""
     stage = Stage(partitions)
     schema = schema_name(stage.prefix)
     pg = connect(stage.settings.pg_dsn, autocommit=True)
@@ -86,17 +89,20 @@ def measure(backlog: Backlog, partitions: int, timeout_s: float) -> KeepUp:
         children.append(
             start_child(stage, "keepup-processor", ["processor", "--instance-id", "keepup"])
         )
-        children.append(start_child(stage, "keepup-projector", ["projector"]))
+        for k in range(projectors):
+            share = [] if projectors == 1 else ["--share", f"{k}/{projectors}"]
+            children.append(start_child(stage, f"keepup-projector-{k}", ["projector", *share]))
         meter = CpuMeter(
             {
                 "processor": of_pid(children[0].pid),
-                "projector": of_pid(children[1].pid),
+                "projector": of_pids([c.pid for c in children[1:]]),
                 "PostgreSQL": postgres_cpu_seconds,
                 "broker": of_pid(broker_pid()),
             }
         )
         meter.start()
         cpu_s: dict[str, float] = {}
+        cpu_caught_s: dict[str, float] = {}
         cpu_over_s = 0.0
         samples: list[Sample] = []
         admitted_at: float | None = None
@@ -118,6 +124,7 @@ def measure(backlog: Backlog, partitions: int, timeout_s: float) -> KeepUp:
             if admitted_at is not None:
                 if lag is not None and lag <= len(ends):
                     caught_at = now
+                    cpu_caught_s = meter.seconds()
                     break
                 if now - admitted_at > CATCH_UP_S:
                     break
@@ -135,6 +142,8 @@ def measure(backlog: Backlog, partitions: int, timeout_s: float) -> KeepUp:
             written=sum(_ends(ends_reader, stage.settings).values()),
             cpu_s=cpu_s,
             cpu_over_s=cpu_over_s,
+            cpu_caught_s=cpu_caught_s,
+            projectors=projectors,
         )
     finally:
         if counter is not None:

@@ -19,19 +19,23 @@ Every contender's table row counts are checked against the pure model of the his
 With ``py-spy`` installed (``pip install py-spy``), one more catch-up of the live projector and
 one more rebuild run under it, and their top frames go into the notes.
 
-Then, per run, a keep-up run (``bench/keepup.py``): one processor admitting a backlog with
-the live projector beside it, its lag sampled: whether the projector keeps up.
+Then, per run, keep-up runs (``bench/keepup.py``): one processor admitting a backlog with
+the live projector beside it (and with two projectors sharing the partitions), its lag
+sampled: whether the projection keeps up.
 
 Scale (environment): ``BENCH_PROJECTION_OCCURRENCES`` (default 6,600: about 193,000 records;
 200 takes a minute), ``BENCH_EVENTS_PER_DELIVERY`` (default 5, issue 12's figure for what
 admission writes per delivery), ``BENCH_KEEPUP_DELIVERIES`` (default 60,000; 0 skips the
-keep-up runs). Topics and schemas are deleted at the end.
+keep-up runs), ``BENCH_KEEPUP_PROJECTORS`` (default ``1,2``: the keep-up runs with one live
+projector and with two sharing the partitions, interleaved). Topics and schemas are deleted
+at the end.
 """
 
 from __future__ import annotations
 
 import argparse
 import io
+import itertools
 import os
 import random
 import shutil
@@ -249,13 +253,16 @@ def main(argv: list[str] | None = None) -> None:
             )
         keepups = []
         keepup_n = int(os.environ.get("BENCH_KEEPUP_DELIVERIES", "60000"))
+        counts = [int(n) for n in os.environ.get("BENCH_KEEPUP_PROJECTORS", "1,2").split(",")]
         if keepup_n > 0:
             backlog = plan(keepup_n, 0.25)
-            for i in range(args.runs):
-                k = keepup.measure(backlog, int(os.environ.get("BENCH_PARTITIONS", "6")), 600)
+            partitions = int(os.environ.get("BENCH_PARTITIONS", "6"))
+            for i, n in itertools.product(range(args.runs), counts):
+                k = keepup.measure(backlog, partitions, 600, projectors=n)
                 keepups.append(k)
                 print(
-                    f"keep-up {i + 1}: processor {k.rate:,.0f} deliveries/s, lag growth "
+                    f"keep-up {i + 1}, {n} projector(s): processor {k.rate:,.0f} deliveries/s, "
+                    "lag growth "
                     f"{k.growth_per_s:+,.0f}/s of {k.written_per_s:,.0f}/s written, largest "
                     f"{k.max_lag:,}, caught up after {k.caught_up_s}",
                     file=sys.stderr,

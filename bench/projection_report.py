@@ -84,6 +84,12 @@ class KeepUp:
     processes until the last outcome was seen visible (within one sample of it)."""
     cpu_over_s: float = 0.0
     """The seconds :attr:`cpu_s` was read over."""
+    cpu_caught_s: dict[str, float] = field(default_factory=dict)
+    """CPU seconds per part from the start until the projection caught up (empty: it did
+    not, or an older run): the whole cost of projecting the backlog's records."""
+    projectors: int = 1
+    """Live projector processes, each with its share of the partitions (``--share K/N``);
+    their CPU is :attr:`cpu_s`'s ``projector``."""
 
     @property
     def rate(self) -> float:
@@ -207,16 +213,20 @@ def section(setting: Setting, runs: Sequence[Run], keepups: Sequence[KeepUp] = (
             ratios.median >= REBUILD_TARGET,
             _by(ratios.median, REBUILD_TARGET, "x"),
         ),
-        _keep_up_target(keepups),
     ]
+    groups = by_projectors(keepups)
+    targets.extend(_keep_up_target(group) for group in groups.values())
+    if not groups:
+        targets.append(_keep_up_target([]))
     tables = [table]
     if keepups:
         tables.append(_keep_up_table(keepups))
-        cpu = _keep_up_cpu_table(keepups, setting.cores)
+        notes.append(_keep_up_note(keepups))
+    for i, group in enumerate(groups.values()):
+        cpu = _keep_up_cpu_table(group, setting.cores)
         if cpu is not None:
             tables.append(cpu)
-        notes.append(_keep_up_note(keepups))
-        limit = _keep_up_cpu_note(keepups, setting.cores)
+        limit = _keep_up_cpu_note(group, setting.cores, explain=i == 0)
         if limit:
             notes.append(limit)
     notes.append(
@@ -257,6 +267,21 @@ def section(setting: Setting, runs: Sequence[Run], keepups: Sequence[KeepUp] = (
 
 
 _KEEP_UP = "live projector keeps up with one processor admitting a backlog"
+
+
+def by_projectors(keepups: Sequence[KeepUp]) -> dict[int, list[KeepUp]]:
+    """The keep-up runs by how many live projectors shared the partitions, fewest first."""
+    groups: dict[int, list[KeepUp]] = {}
+    for k in sorted(keepups, key=lambda k: k.projectors):
+        groups.setdefault(k.projectors, []).append(k)
+    return groups
+
+
+def _projectors(n: int) -> str:
+    """How ``n`` live projectors are named in the tables and targets."""
+    return "one projector" if n == 1 else f"{n} projectors (--share K/{n})"
+
+
 _KEEP_UP_WANTED = (
     f"lag bounded: grows < {GROWTH_SHARE:.0%} of what the processor writes per s over the "
     "admission's second half, caught up after"
@@ -266,6 +291,13 @@ _KEEP_UP_WANTED = (
 def _keep_up_target(keepups: Sequence[KeepUp]) -> Target:
     if not keepups:
         return Target(_KEEP_UP, _KEEP_UP_WANTED, "not measured", False, "no keep-up run")
+    n = keepups[0].projectors
+    name = (
+        _KEEP_UP
+        if n == 1
+        else f"{n} live projectors sharing the partitions (serve --projectors {n}) keep up "
+        "with one processor admitting a backlog"
+    )
     growth = spread([k.growth_per_s for k in keepups])
     written = spread([k.written_per_s for k in keepups])
     met = all(k.bounded for k in keepups)
@@ -277,7 +309,7 @@ def _keep_up_target(keepups: Sequence[KeepUp]) -> Target:
         f"{growth.median / written.median:.0%} of the processor's output"
     )
     return Target(
-        _KEEP_UP,
+        name,
         _KEEP_UP_WANTED,
         f"lag +{growth.median:,.0f} offsets/s, {sum(k.bounded for k in keepups)} of "
         f"{len(keepups)} runs bounded",
@@ -288,10 +320,11 @@ def _keep_up_target(keepups: Sequence[KeepUp]) -> Target:
 
 def _keep_up_table(keepups: Sequence[KeepUp]) -> Table:
     rows: list[list[Cell]] = []
-    for i, k in enumerate(keepups):
+    for i, k in (pair for group in by_projectors(keepups).values() for pair in enumerate(group)):
         rows.append(
             [
                 str(i + 1),
+                _projectors(k.projectors),
                 f"{k.rate:,.0f}",
                 f"{k.written_per_s:,.0f}",
                 f"{k.growth_per_s:+,.0f}",
@@ -305,6 +338,7 @@ def _keep_up_table(keepups: Sequence[KeepUp]) -> Table:
         f"Live projector beside one processor admitting {keepups[0].deliveries:,} deliveries",
         [
             "run",
+            "live projectors",
             "processor deliveries/s",
             "written offsets/s",
             "lag growth /s (2nd half)",
@@ -320,11 +354,13 @@ def _keep_up_table(keepups: Sequence[KeepUp]) -> Table:
 def _keep_up_note(keepups: Sequence[KeepUp]) -> str:
     return (
         "Keep-up runs (`bench/keepup.py`): one `sluicegate processor` admitting a backlog of "
-        f"{keepups[0].deliveries:,} deliveries and one `sluicegate projector`, separate "
-        "processes on the same 2 cores, the projector's lag (offsets of `runs` and `tasks` "
-        "between each partition's end and the next offset it stored in PostgreSQL; a "
-        "transaction marker counts one) sampled every 0.5 s. Its processor rate is lower than "
-        "section 1's: the projector and PostgreSQL take CPU from it."
+        f"{keepups[0].deliveries:,} deliveries and one `sluicegate projector` (or N of them, "
+        "`--share K/N`, as `sluicegate serve --projectors N` runs them), separate "
+        "processes on the same 2 cores, the projectors' lag (offsets of `runs` and `tasks` "
+        "between each partition's end and the next offset stored in PostgreSQL; a "
+        "transaction marker counts one) sampled every 0.5 s; runs of each count interleaved. "
+        "Its processor rate is lower than "
+        "section 1's: the projectors and PostgreSQL take CPU from it."
     )
 
 
@@ -358,15 +394,18 @@ def _keep_up_cpu_table(keepups: Sequence[KeepUp], cores: int) -> Table | None:
                 f"{busy.median:.2f}{of} ({busy.low:.2f} to {busy.high:.2f})",
             ]
         )
+    n = keepups[0].projectors
+    beside = "the projector" if n == 1 else f"{n} projectors sharing the partitions"
     return Table(
-        "CPU while the processor admitted beside the projector (median of runs, min to max)",
+        f"CPU while the processor admitted beside {beside} (median of runs, min to max)",
         ["part", "CPU per delivery (us)", "cores"],
         rows,
     )
 
 
-def _keep_up_cpu_note(keepups: Sequence[KeepUp], cores: int) -> str:
-    """What the CPU figures say limits the projector beside a processor ('' if unmeasured)."""
+def _keep_up_cpu_note(keepups: Sequence[KeepUp], cores: int, *, explain: bool = True) -> str:
+    """What the CPU figures say limits the projector beside a processor ('' if unmeasured);
+    ``explain`` adds what PostgreSQL's part is (once per section)."""
     measured = _cpu_runs(keepups)
     if not measured:
         return ""
@@ -380,36 +419,63 @@ def _keep_up_cpu_note(keepups: Sequence[KeepUp], cores: int) -> str:
     projecting = per_delivery("projector", "PostgreSQL")
     admitting = per_delivery("processor", "broker")
     of = f" of the machine's {cores}" if cores else ""
+    n = keepups[0].projectors
+    beside = "" if n == 1 else f" ({n} projectors sharing the partitions)"
+    explain_postgres = _POSTGRES_PART if explain else ""
+    caught = [k for k in measured if k.cpu_caught_s]
+    whole = ""
+    if caught:
+        full = spread(
+            [
+                (k.cpu_caught_s.get("projector", 0.0) + k.cpu_caught_s.get("PostgreSQL", 0.0))
+                / k.deliveries
+                * 1e6
+                for k in caught
+            ]
+        ).median
+        whole = (
+            f" Until caught up, projecting took {full:,.0f} us of CPU per delivery, "
+            f"{full / admitting:.1f} times what admitting it took: on cores the four share, "
+            "the projection keeps up only while it gets that many times the CPU the processor "
+            "and the broker get."
+        )
     return (
-        f"CPU beside the processor: the four parts together kept {busy:.2f} cores{of} busy. "
+        f"CPU beside the processor{beside}: the four parts together kept {busy:.2f} "
+        f"cores{of} busy. "
         f"Projecting a delivery's records took {projecting:,.0f} us of CPU (the projector and "
         f"PostgreSQL's backends, autovacuum included), admitting it {admitting:,.0f} us "
-        "(the processor and the broker): whatever the machine has left after admission is "
-        "what the projector and PostgreSQL share, so keeping up needs projecting to cost no "
-        "more than that share of each delivery. PostgreSQL's part is the rows' COPY (straight "
-        "into event_log and, while no key of a batch is stored yet, the 'first' tables), the "
-        "upserts of the others (rows copied into a temporary table, then INSERT ... ON "
-        "CONFLICT), the indexes of event_log and the tables, and parsing every record's JSON "
-        "into jsonb."
+        "(the processor and the broker), both until the last outcome." + whole + explain_postgres
     )
 
 
+_POSTGRES_PART = (
+    " Whatever the machine has left after admission is what the projector and PostgreSQL "
+    "share, so keeping up needs projecting to cost no more than that share of each delivery. "
+    "PostgreSQL's part is the rows' COPY (straight into event_log and, while no key of a "
+    "batch is stored yet, the 'first' tables), the upserts of the others (rows copied into a "
+    "temporary table, then INSERT ... ON CONFLICT), the indexes of event_log and the tables, "
+    "and parsing every record's JSON into jsonb."
+)
+
+
 def _lag_series(keepups: Sequence[KeepUp]) -> list[Series]:
-    if not keepups:
-        return []
-    first = keepups[0]
-    shown = first.samples[:: max(1, len(first.samples) // 40)]
-    return [
-        Series(
-            "Projector lag beside one processor (run 1)",
-            "lag (offsets)",
-            [f"{s.at_s:.0f}" for s in shown],
-            [float(s.lag or 0) for s in shown],
-            kind="line",
-            xlabel="seconds since start",
-            ylabel="offsets behind",
+    """The lag of each projector count's first run."""
+    series = []
+    for n, group in by_projectors(keepups).items():
+        first = group[0]
+        shown = first.samples[:: max(1, len(first.samples) // 40)]
+        series.append(
+            Series(
+                f"Projector lag beside one processor, {_projectors(n)} (first run)",
+                "lag (offsets)",
+                [f"{s.at_s:.0f}" for s in shown],
+                [float(s.lag or 0) for s in shown],
+                kind="line",
+                xlabel="seconds since start",
+                ylabel="offsets behind",
+            )
         )
-    ]
+    return series
 
 
 def _digits(value: float, target: float) -> int:

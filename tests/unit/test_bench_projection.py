@@ -90,8 +90,38 @@ def test_a_projector_keeps_up_when_its_lag_stops_growing_and_it_catches_up() -> 
     assert missed.measured == "lag +100 offsets/s, 1 of 3 runs bounded"
     assert "fell behind by 10% of the processor's output" in missed.by
     table = section(SETTING, runs, [falling_behind]).tables[1]
-    assert table.rows[0][1:4] == ["100", "1,000", "+100"]
+    assert table.rows[0][1:5] == ["one projector", "100", "1,000", "+100"]
     assert table.rows[0][-1] == "no"
+
+
+def test_keep_up_with_projectors_sharing_the_partitions_is_its_own_target_and_table() -> None:
+    steady = keep_up([50, 300, 250, 320, 280, 310, 260, 300, 290, 305])
+    falling_behind = keep_up([100, 200, 300, 400, 500, 600, 700, 800, 900, 1000])
+    cpu = {"processor": 0.2, "broker": 0.3, "projector": 0.4, "PostgreSQL": 0.5}
+    shared = dataclasses.replace(steady, projectors=2, cpu_s=cpu, cpu_over_s=1.0)
+    alone = dataclasses.replace(falling_behind, cpu_s=cpu, cpu_over_s=1.0)
+    runs = [Run(10_000, live_s=1.0, rebuild_s=1.0, copy_s=0.5)]
+    # Interleaved as measured; grouped by projector count, fewest first.
+    s = section(SETTING, runs, [shared, alone, shared, alone])
+    one, two = s.targets[1:]
+    assert not one.met and one.name.startswith("live projector keeps up")
+    assert two.met and two.name.startswith("2 live projectors sharing the partitions")
+    assert [row[:2] for row in s.tables[1].rows] == [
+        ["1", "one projector"],
+        ["2", "one projector"],
+        ["1", "2 projectors (--share K/2)"],
+        ["2", "2 projectors (--share K/2)"],
+    ]
+    cpu_titles = [t.title for t in s.tables if t.title.startswith("CPU while")]
+    assert cpu_titles == [
+        "CPU while the processor admitted beside the projector (median of runs, min to max)",
+        "CPU while the processor admitted beside 2 projectors sharing the partitions "
+        "(median of runs, min to max)",
+    ]
+    assert [x.plot for x in s.series[1:]] == [
+        "Projector lag beside one processor, one projector (first run)",
+        "Projector lag beside one processor, 2 projectors (--share K/2) (first run)",
+    ]
 
 
 def test_keep_up_cpu_is_shown_per_delivery_and_in_cores_and_named_in_a_note() -> None:
@@ -124,6 +154,13 @@ def test_keep_up_cpu_is_shown_per_delivery_and_in_cores_and_named_in_a_note() ->
     assert not any(
         t.title.startswith("CPU while") for t in section(SETTING, runs, [keep_up(lags)]).tables
     )
+    assert "Until caught up" not in note  # no run read its CPU once caught up
+    caught = dataclasses.replace(
+        measured[0], cpu_caught_s={**cpu, "projector": 1.0, "PostgreSQL": 1.5}
+    )
+    note = next(n for n in section(setting, runs, [caught]).notes if n.startswith("CPU beside"))
+    # (1.0 + 1.5) s over 1,000 deliveries, against (0.2 + 0.3) s admitting them.
+    assert "Until caught up, projecting took 2,500 us of CPU per delivery, 5.0 times" in note
 
 
 def test_a_rebuild_loaded_by_one_process_is_shown_beside_the_default() -> None:
