@@ -132,6 +132,7 @@ class BranchWorker:
             on_lost=lambda _, partitions: self._lost(partitions),
         )
         self._keeper = KeepPolling(self._consumer, name=self.name)
+        self._closed = False
         # The turn being played (step): its tasks, how many are done (reported), the
         # partitions a rebalance took from it, and the outcome of the handler that runs.
         self._turn: Sequence[Message] = ()
@@ -140,18 +141,38 @@ class BranchWorker:
         self._outcome: Report | None = None
 
     def run(self) -> None:
+        """Play turns (:meth:`step`) until :meth:`stop`, then :meth:`close`."""
         try:
             while not self.stop_event.is_set():
                 self.came_round_at = self.monotonic()
                 self.step()
         finally:
-            self._keeper.close()
-            with self._keeper.lock:
-                self._consumer.close()
-            self._producer.flush(10)
+            self.close()
 
     def stop(self) -> None:
         self.stop_event.set()
+
+    def close(self) -> None:
+        """Release what the worker holds; for a worker driven by :meth:`step` (:meth:`run`
+        closes it when it returns). The helper thread ends, the consumer leaves its group at
+        once (its partitions go to the other workers without waiting out the session
+        timeout; what the last turn committed stays committed) and the reports still queued
+        get up to 10 s to be acknowledged. Calling it again does nothing; the worker takes
+        no more tasks."""
+        if self._closed:
+            return
+        self._closed = True
+        self._keeper.close()
+        with self._keeper.lock:
+            self._consumer.close()
+        if self._producer.flush(10):
+            log.warning("branch reports not acknowledged within 10 s of closing the worker")
+
+    def __enter__(self) -> BranchWorker:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     def alive(self, now: float, stalled_after_s: float = 60.0) -> bool:
         """Whether the worker made progress within ``stalled_after_s``: its loop came round,

@@ -84,7 +84,10 @@ class KeepPolling:
             pass
 
     def close(self) -> None:
+        """End the helper thread (it finishes a poll it is in first, up to 5 s)."""
         self._closed.set()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(5)
 
     def _keep(self) -> None:
         while not self._closed.wait(POLL_EVERY_S):

@@ -9,6 +9,7 @@ from decimal import Decimal
 
 import pytest
 from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka.admin import AdminClient
 
 from consumers.branch_worker import BranchWorker, Proposal, Task, demo_handler
 from schemas.codec import decode
@@ -413,3 +414,37 @@ def test_a_worker_joining_while_a_handler_runs_repeats_no_task() -> None:
         assert sorted(claims_by_task(harness).values()) == [1, 1, 1]
     finally:
         harness.close()
+
+
+def _keeper_threads(name: str) -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name == f"keep-polling-{name}"]
+
+
+def test_a_worker_driven_by_step_closes_its_helper_and_leaves_its_group(
+    harness: AdmissionHarness,
+) -> None:
+    """An embedder that drives the worker with step() instead of run() releases it with
+    close(): the helper thread ends and the consumer leaves its group at once, so the
+    partitions go to the other workers without waiting out the session timeout."""
+    harness.start_processor()
+    harness.deliver(candle())
+    group = f"{harness.settings.topic_prefix}branch-workers"
+    with BranchWorker(harness.settings, demo_handler, deadline_slots=[], name="stepped") as w:
+        handled = [0]
+
+        def some_handled() -> bool:
+            handled[0] += w.step()
+            return handled[0] > 0
+
+        wait_until(some_handled, 60)
+        assert _keeper_threads("stepped"), "the helper starts with the first handler"
+        assert group_members(harness, group) == 1
+    assert not _keeper_threads("stepped")
+    assert group_members(harness, group) == 0
+    w.close()  # again: nothing left to release
+
+
+def group_members(harness: AdmissionHarness, group: str) -> int:
+    admin = AdminClient(harness.settings.kafka_config())
+    (future,) = admin.describe_consumer_groups([group], request_timeout=10).values()
+    return len(future.result().members)
