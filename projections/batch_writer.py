@@ -134,9 +134,11 @@ class BatchWriter:
             self._thread = None
         self.disconnect()
 
-    def stored_offsets(self) -> Offsets:
+    def stored_offsets(self, *, every_share: bool = False) -> Offsets:
+        """The share's stored offsets (every share's with ``every_share``); only while no
+        batch is being written."""
         assert self._store is not None
-        return self._store.load_offsets()
+        return self._store.load_offsets(every_share=every_share)
 
     def submit(
         self, per_message: list[Mapped], advance: Offsets, expected: Offsets

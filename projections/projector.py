@@ -46,6 +46,7 @@ from projections.errors import OffsetsMoved, ProjectionError, TopicRecreated
 from projections.handlers import Source, park, project
 from projections.model import RowOp
 from projections.share import Share
+from projections.siblings import SiblingWatch
 from projections.sources import Sources, source_topics
 from projections.store import Offsets
 from schemas.codec import decode
@@ -145,6 +146,8 @@ class Projector:
         """Whether a step passed over messages (or an end) at or past its target: they are no
         longer in the consumer's stream, so a further target must seek back for them."""
         self._sources = Sources(settings, self.schema, self.topics, share)
+        self.siblings = SiblingWatch(share) if share is not None and share.count > 1 else None
+        """What :meth:`run` has seen of the other shares (None without a share)."""
         self.came_round_at = time.monotonic()
         """Monotonic time :meth:`run`'s loop last came round (construction, before it runs)."""
 
@@ -216,6 +219,7 @@ class Projector:
                     # Kafka unreachable for a moment: keep consuming what is assigned.
                     self._sources.last_discovery = time.monotonic()
                     self._sources.warning(str(e))
+            self._watch_siblings()
             self._step(None)
             pause.tick()
             if time.monotonic() - reported >= 60.0:
@@ -227,6 +231,24 @@ class Projector:
                     self.stats.parked,
                 )
                 reported, last = time.monotonic(), self.stats.messages
+
+    def _watch_siblings(self) -> None:
+        """With a share, warn of the other shares nobody projects (:mod:`projections.siblings`);
+        called between batches. A failure to look is only logged: the batches meet the same
+        Kafka and PostgreSQL and handle them."""
+        watch, now = self.siblings, time.monotonic()
+        if watch is None or not watch.due(now):
+            return
+        self._settle()  # the stored offsets are read on the writer's connection
+        try:
+            ends = self._sources.end_offsets(every_share=True)
+            stored = self._writer.stored_offsets(every_share=True)
+        except (ProjectionError, psycopg.Error) as e:
+            watch.checked_at = now
+            log.info("could not look at the other shares' offsets: %s", e)
+            return
+        for warning in watch.observe(now, stored, ends):
+            log.warning("%s", warning)
 
     def run_until(
         self, until: Mapping[tuple[str, int], int] | None = None, timeout_s: float | None = None

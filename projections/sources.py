@@ -111,8 +111,9 @@ class Sources:
             self._consumer = consumer
         return self._consumer
 
-    def discover(self) -> set[tuple[str, int]]:
-        """The partitions of the projected topics (in the share) that exist now."""
+    def discover(self, *, every_share: bool = False) -> set[tuple[str, int]]:
+        """The partitions of the projected topics (in the share, unless ``every_share``)
+        that exist now."""
         try:
             topics = self._admin().list_topics(timeout=10.0).topics
         except KafkaException as e:
@@ -130,9 +131,10 @@ class Sources:
             found.update(
                 (short, p)
                 for p in meta.partitions
-                if self.share is None or (short, p) in self.share
+                if every_share or self.share is None or (short, p) in self.share
             )
-        self.last_discovery = time.monotonic()
+        if not every_share:  # a look at every share assigns nothing
+            self.last_discovery = time.monotonic()
         return found
 
     def list_offsets(self, partitions: set[tuple[str, int]], spec: OffsetSpec) -> Offsets:
@@ -179,9 +181,10 @@ class Sources:
             time.sleep(RETRY_PAUSE_S)
         return found
 
-    def end_offsets(self) -> Offsets:
-        """The current read_committed end (last stable offset) of every source partition."""
-        return self.list_offsets(self.discover(), _LATEST)
+    def end_offsets(self, *, every_share: bool = False) -> Offsets:
+        """The current read_committed end (last stable offset) of every source partition
+        (of the share, unless ``every_share``)."""
+        return self.list_offsets(self.discover(every_share=every_share), _LATEST)
 
     def assign(self, positions: Offsets, *, only_if_changed: bool) -> None:
         """Assign every existing partition at its stored offset in ``positions`` (its earliest

@@ -187,19 +187,20 @@ class Store:
             "ON CONFLICT ({key}) DO UPDATE SET {updates} WHERE t.rank < EXCLUDED.rank"
         ).format(key=key, updates=updates)
 
-    def load_offsets(self) -> Offsets:
-        """The stored next offsets (committed state; call outside a transaction)."""
+    def load_offsets(self, *, every_share: bool = False) -> Offsets:
+        """The stored next offsets of the share's partitions, or of ``every_share``'s
+        (committed state; call outside a transaction)."""
         with self.conn.transaction():
-            return self._read_offsets()
+            return self._read_offsets(every_share=every_share)
 
-    def _read_offsets(self) -> Offsets:
+    def _read_offsets(self, *, every_share: bool = False) -> Offsets:
         rows = self.conn.execute(
             sql.SQL("SELECT topic, partition, next_offset FROM {}").format(
                 sql.Identifier(self.schema, "offsets")
             )
         ).fetchall()
         found = {(str(t), int(p)): int(o) for t, p, o in rows}
-        if self.share is None:
+        if self.share is None or every_share:
             return found
         return {tp: o for tp, o in found.items() if tp in self.share}
 

@@ -77,6 +77,7 @@ def projector_probes(projector: Projector) -> LoopProbes:
             "parked": stats.parked,
             "reconnects": stats.reconnects,
             "reseeks": stats.reseeks,
+            "stalled_shares": projector.siblings.labels() if projector.siblings else [],
         }
 
     return LoopProbes(
