@@ -20,7 +20,6 @@ import pytest
 from psycopg import sql
 
 import projections.rebuild as rebuild_module
-from projections.compare import compare_schemas
 from projections.db import REBUILD_SUFFIX, connect, schema_exists, schema_name
 from projections.errors import ProjectionError
 from projections.projector import Projector
@@ -29,7 +28,13 @@ from schemas.events import RunAdmitted
 from streams.kafka.topics import ensure_topics
 from streams.settings import Settings
 from tests.support.drills import children_running
-from tests.support.history import Emitted, build_history, cleanup, produce_history
+from tests.support.history import (
+    Emitted,
+    build_history,
+    cleanup,
+    produce_history,
+    schema_differences,
+)
 from tests.support.kafka import unique_settings
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
@@ -65,11 +70,6 @@ def _plain(settings: Settings) -> str:
     return schema
 
 
-def _differences(settings: Settings, left: str, right: str) -> list[str]:
-    with connect(settings.pg_dsn, autocommit=True) as conn:
-        return [d.describe() for d in compare_schemas(conn, left, right)]
-
-
 def test_workers_holding_rows_across_flushes_leave_what_one_process_leaves(
     settings: Settings, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -80,7 +80,7 @@ def test_workers_holding_rows_across_flushes_leave_what_one_process_leaves(
     result = rebuild(settings, stream=io.StringIO(), show_progress=False, timeout_s=120, workers=4)
     assert result.swapped
     assert result.messages > 4000
-    assert _differences(settings, plain, schema_name(settings.topic_prefix)) == []
+    assert schema_differences(settings, plain, schema_name(settings.topic_prefix)) == []
 
 
 def test_verify_with_workers_reports_no_difference(settings: Settings) -> None:
@@ -118,7 +118,7 @@ def test_a_row_postgresql_refuses_in_a_worker_loads_again_batch_by_batch(
     )
     assert "loading again batch by batch" in out.getvalue()
     assert result.swapped
-    assert _differences(settings, plain, schema_name(settings.topic_prefix)) == []
+    assert schema_differences(settings, plain, schema_name(settings.topic_prefix)) == []
 
 
 def test_a_worker_killed_mid_load_fails_the_rebuild_and_leaves_the_live_tables(

@@ -18,7 +18,6 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from projections.compare import compare_schemas
 from projections.db import connect, schema_name
 from projections.errors import ProjectionError
 from projections.handlers import HANDLERS, Source
@@ -33,6 +32,7 @@ from tests.support.history import (
     build_history,
     cleanup,
     produce_history,
+    schema_differences,
     terminate_projector_backends,
 )
 from tests.support.kafka import unique_settings
@@ -56,11 +56,6 @@ def _project(settings: Settings, schema: str, held_rows: int = 0) -> Projector:
         return projector
 
 
-def _differences(settings: Settings, left: str, right: str) -> list[str]:
-    with connect(settings.pg_dsn, autocommit=True) as conn:
-        return [d.describe() for d in compare_schemas(conn, left, right)]
-
-
 def test_rows_held_across_batches_and_flushed_several_times_match_batch_by_batch(
     settings: Settings,
 ) -> None:
@@ -72,7 +67,7 @@ def test_rows_held_across_batches_and_flushed_several_times_match_batch_by_batch
     # per 200 (how many more depends on fetch timing), so the rows were held across dozens.
     least = math.ceil(plain.stats.messages / 200)
     assert held.stats.batches >= least and plain.stats.batches >= least
-    assert _differences(settings, base + "__plain", base + "__held") == []
+    assert schema_differences(settings, base + "__plain", base + "__held") == []
 
 
 def test_connections_terminated_while_rows_are_held_lose_none_of_them(
@@ -106,7 +101,7 @@ def test_connections_terminated_while_rows_are_held_lose_none_of_them(
     assert errors == []
     assert terminated >= 2
     assert projector.stats.reconnects >= 1
-    assert _differences(settings, base + "__plain", schema) == []
+    assert schema_differences(settings, base + "__plain", schema) == []
 
 
 def test_rows_of_a_flush_that_failed_are_held_again_and_written_later(
@@ -129,7 +124,7 @@ def test_rows_of_a_flush_that_failed_are_held_again_and_written_later(
     held = _project(settings, base + "__held", held_rows=150)
     assert failed and failed[0] > 0
     assert held.stats.reconnects == 1
-    assert _differences(settings, base + "__plain", base + "__held") == []
+    assert schema_differences(settings, base + "__plain", base + "__held") == []
 
 
 def test_rows_postgresql_refuses_make_the_rebuild_load_again_batch_by_batch(

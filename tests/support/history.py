@@ -482,6 +482,16 @@ def cleanup(settings: Settings) -> None:
                 future.result()
 
 
+def schema_differences(settings: Settings, left: str, right: str) -> list[str]:
+    """How two projection schemas differ, row by row, as ``projections rebuild --verify``
+    describes it (empty: the same rows)."""
+    from projections.compare import compare_schemas
+    from projections.db import connect
+
+    with connect(settings.pg_dsn, autocommit=True) as conn:
+        return [d.describe() for d in compare_schemas(conn, left, right)]
+
+
 @contextlib.contextmanager
 def fresh_topics(partitions: int) -> Iterator[Settings]:
     """Every catalogue topic created under a unique prefix; afterwards :func:`cleanup`."""
