@@ -10,8 +10,8 @@ every reason); every request gets one JSON access-log line (``sluicegate.read.ac
 :func:`add_read_routes` registers the routes and a small PostgreSQL connection pool on an
 existing :class:`aiohttp.web.Application` (the pool opens with the app and closes with it).
 Queries are the CLI's (:mod:`projections.queries`), run in a worker thread. Errors are JSON:
-``{"error": {"code", "message", "problems"}}`` — 404 for an unknown id or route, 503 when the
-projection cannot be read.
+``{"error": {"code", "message", "problems"}}`` — 404 for an unknown id or route (and for an
+id or key no stored text can equal: one holding NUL), 503 when the projection cannot be read.
 """
 
 from __future__ import annotations

@@ -5,6 +5,12 @@ Each command group has its module under ``sluicegate/commands/``: it exposes
 they run are built by :mod:`sluicegate.bootstrap`. An error derived from one of the packages'
 error roots (:data:`ERROR_ROOTS`) is printed to stderr as ``sluicegate COMMAND: message``
 with exit code 1: those messages are written for operators and say what to do.
+
+Every argument that is a plain string (an id, a key, a reason, a name: no ``type`` of its own
+and stored as given) must be UTF-8 text without NUL (:class:`TextArgumentParser`): bytes that
+are not UTF-8 would otherwise reach Kafka, librdkafka or PostgreSQL and fail there with a
+traceback. They are a usage error (exit code 2) naming the argument and the byte. Arguments
+that name a file (``type=Path``) may hold any bytes, as Linux file names may.
 """
 
 from __future__ import annotations
@@ -12,6 +18,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 from consumers.errors import ConsumersError
 from projections.errors import ProjectionError
@@ -37,6 +44,7 @@ from sluicegate.commands import (
 )
 from sluicegate.errors import SluicegateError
 from streams.errors import StreamsError
+from streams.text import not_text
 
 # Order is the order of `sluicegate --help`.
 COMMANDS = (
@@ -70,8 +78,32 @@ the core, the engine, apps and adapters), ``projections`` and ``consumers`` (the
 own root is translated by its command)."""
 
 
+def text(value: str) -> str:
+    """``value`` if it is UTF-8 text without NUL; else the argument's usage error."""
+    problem = not_text(value)
+    if problem is not None:
+        raise argparse.ArgumentTypeError(f"{problem}; ids, keys and names are UTF-8 text")
+    return value
+
+
+class TextArgumentParser(argparse.ArgumentParser):
+    """An ``ArgumentParser`` whose plain string arguments are :func:`text` (the sub-parsers
+    it makes are of this class too)."""
+
+    def add_argument(self, *args: Any, **kwargs: Any) -> argparse.Action:
+        if kwargs.get("action", "store") in ("store", "append") and "type" not in kwargs:
+            kwargs["type"] = text
+        return super().add_argument(*args, **kwargs)
+
+
+def printable(message: str) -> str:
+    """``message`` with what cannot be written as UTF-8 (a file name's undecodable bytes)
+    escaped, as Python's own stderr would show it."""
+    return message.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = TextArgumentParser(
         prog="sluicegate",
         description="Exactly-once run admission, deadlines and an order journal on Kafka.",
     )
@@ -94,7 +126,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         return 130
     except ERROR_ROOTS as e:
-        print(f"sluicegate {args.command}: {e}", file=sys.stderr)
+        print(printable(f"sluicegate {args.command}: {e}"), file=sys.stderr)
         return 1
 
 

@@ -6,6 +6,10 @@ with :class:`SettingsError`, whose message names the environment variable to fix
 librdkafka settings pass through untouched: ``SLUICEGATE_RDKAFKA_SECURITY_PROTOCOL=SASL_SSL``
 becomes ``security.protocol=SASL_SSL`` for every client (underscores become dots, lower-case),
 and ``SLUICEGATE_RDKAFKA_FILE`` may name a ``key=value`` properties file read first.
+
+Every ``SLUICEGATE_*`` variable but those naming a file or directory (:data:`PATH_VARIABLES`)
+must be UTF-8 text: a value whose bytes are not is refused naming the variable and the byte,
+never the value (it may be a secret), instead of failing later inside librdkafka or psycopg.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from pathlib import Path
 
 from schemas.topics import TopicSpec
 from streams.errors import StreamsError
+from streams.text import NotText, not_text, read_text_file
 
 DEFAULT_KAFKA = "127.0.0.1:9092"
 DEFAULT_PG_DSN = "postgresql://sluicegate:sluicegate@127.0.0.1:5432/sluicegate"
@@ -27,6 +32,15 @@ DEFAULT_PARTITIONS = 6
 
 _RDKAFKA_PREFIX = "SLUICEGATE_RDKAFKA_"
 _PREFIX_RE = re.compile(r"^[A-Za-z0-9._-]*$")
+PATH_VARIABLES = frozenset(
+    {
+        "SLUICEGATE_STATE_DIR",
+        "SLUICEGATE_RDKAFKA_FILE",
+        "SLUICEGATE_VENUE_STATE_DIR",
+        "SLUICEGATE_VENUE_CONFIG",
+    }
+)
+"""The variables that name a file or directory: bytes that are not UTF-8 are a valid name."""
 
 
 KafkaValue = str | int | float | bool
@@ -84,9 +98,11 @@ def _require_host_port(var: str, value: str) -> tuple[str, int]:
 
 def _read_properties(var: str, path: str) -> dict[str, str]:
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        text = read_text_file(Path(path))
     except OSError as e:
         raise SettingsError(f"{var}={path!r} cannot be read: {e.strerror}") from e
+    except NotText as e:
+        raise SettingsError(f"{var}: {e}") from None
     props: dict[str, str] = {}
     for number, raw in enumerate(text.splitlines(), start=1):
         line = raw.strip()
@@ -102,6 +118,11 @@ def _read_properties(var: str, path: str) -> dict[str, str]:
 def load_settings(env: Mapping[str, str] | None = None) -> Settings:
     """Read settings from ``env`` (default: the process environment); validate every value."""
     env = os.environ if env is None else env
+    for var, value in env.items():
+        if var.startswith("SLUICEGATE_") and var not in PATH_VARIABLES:
+            problem = not_text(value)
+            if problem is not None:
+                raise SettingsError(f"{var}: {problem}; set it again as UTF-8 text")
     kafka = env.get("SLUICEGATE_KAFKA", DEFAULT_KAFKA).strip()
     for server in kafka.split(","):
         _require_host_port("SLUICEGATE_KAFKA", server.strip())

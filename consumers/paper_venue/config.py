@@ -105,9 +105,17 @@ def load_config(path: Path | None) -> VenueConfig:
     if path is None:
         return default_config()
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        raw = path.read_bytes()
+        data = tomllib.loads(raw.decode("utf-8"))
     except OSError as e:
         raise PaperVenueError(f"cannot read venue config {path}: {e.strerror}") from None
+    except UnicodeDecodeError as e:
+        # The venue imports nothing of the product, so not streams.text's reader.
+        line = raw.count(b"\n", 0, e.start) + 1
+        raise PaperVenueError(
+            f"venue config {path} is not UTF-8 text: byte 0x{raw[e.start]:02x} on line {line}; "
+            "save it as UTF-8"
+        ) from None
     except tomllib.TOMLDecodeError as e:
         raise PaperVenueError(f"venue config {path} is not valid TOML: {e}") from None
     try:

@@ -19,6 +19,7 @@ from psycopg.rows import dict_row
 from projections.db import connect, describe_dsn, schema_exists, schema_name
 from projections.errors import NotInProjection, ProjectionUnavailable
 from streams.settings import Settings
+from streams.text import not_text
 
 Json = dict[str, Any]
 T = TypeVar("T")
@@ -93,10 +94,11 @@ def fetch_one(
     return rows[0] if rows else None
 
 
-def storable(value: str) -> bool:
-    # PostgreSQL text cannot hold NUL (the projector stores U+FFFD instead), so an id with
-    # one matches nothing; asking would only raise.
-    return "\x00" not in value
+def matchable(value: str) -> bool:
+    """Whether any stored text can equal ``value``. PostgreSQL text holds neither NUL (the
+    projector stores U+FFFD instead) nor the lone surrogates that stand for bytes that were
+    not UTF-8, so a key with either matches nothing; asking would only raise."""
+    return not_text(value) is None
 
 
 def payload(text: object) -> object:

@@ -7,7 +7,7 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
-from projections.queries.connection import Json, fetch_all, fetch_one, storable, table
+from projections.queries.connection import Json, fetch_all, fetch_one, matchable, table
 
 
 def get_occurrence(conn: psycopg.Connection[Any], schema: str, key: str) -> Json | None:
@@ -16,7 +16,7 @@ def get_occurrence(conn: psycopg.Connection[Any], schema: str, key: str) -> Json
     Returns its runs, every delivery with its outcome, rerun requests and eviction, or
     ``None`` when neither an admission key nor a delivery id matches.
     """
-    if not storable(key):
+    if not matchable(key):
         return None
     found = _occurrence(conn, schema, key)
     if found is not None:

@@ -7,12 +7,20 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
-from projections.queries.connection import Json, fetch_all, fetch_one, iso, payload, storable, table
+from projections.queries.connection import (
+    Json,
+    fetch_all,
+    fetch_one,
+    iso,
+    matchable,
+    payload,
+    table,
+)
 
 
 def get_run(conn: psycopg.Connection[Any], schema: str, run_id: str) -> Json | None:
     """One run with its status, slots, reruns and the deliveries answered with it."""
-    if not storable(run_id):
+    if not matchable(run_id):
         return None
     run = fetch_one(
         conn,
@@ -112,7 +120,7 @@ def get_timeline(conn: psycopg.Connection[Any], schema: str, run_id: str) -> lis
     journal, checkpoints, holds, recoveries and operator commands). ``None`` when the run is
     unknown.
     """
-    if not storable(run_id):
+    if not matchable(run_id):
         return None
     run = fetch_one(
         conn,
@@ -158,7 +166,7 @@ def get_timeline(conn: psycopg.Connection[Any], schema: str, run_id: str) -> lis
 
 
 def run_admission_key(conn: psycopg.Connection[Any], schema: str, run_id: str) -> str | None:
-    if not storable(run_id):
+    if not matchable(run_id):
         return None
     row = fetch_one(
         conn,

@@ -8,8 +8,7 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
-from projections.model import storable
-from projections.queries.connection import Json, fetch_all, iso, table
+from projections.queries.connection import Json, fetch_all, iso, matchable, table
 
 RECENT_DECISIONS = 20
 _TIMES = ("source_time", "enqueued_at", "dequeued_at", "proposed_at", "final_at", "expires_at")
@@ -25,7 +24,7 @@ def _candidate(row: Json) -> Json:
 def get_scope(conn: psycopg.Connection[Any], schema: str, scope_key: str) -> Json | None:
     """The scope's current generation per action kind, its pending candidates (proposed or
     accepted, no outcome yet) and its last decisions, newest first; ``None`` if unknown."""
-    if not storable(scope_key):
+    if not matchable(scope_key):
         return None
     current = fetch_all(
         conn,
@@ -68,7 +67,7 @@ def get_scope(conn: psycopg.Connection[Any], schema: str, scope_key: str) -> Jso
 
 def get_run_candidates(conn: psycopg.Connection[Any], schema: str, run_id: str) -> list[Json]:
     """The candidates a run proposed, with their retained times and outcome."""
-    if not storable(run_id):
+    if not matchable(run_id):
         return []
     rows = fetch_all(
         conn,

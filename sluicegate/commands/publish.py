@@ -1,4 +1,9 @@
-"""``sluicegate publish [FILE]``: deliveries as JSON lines, the command-line front door."""
+"""``sluicegate publish [FILE]``: deliveries as JSON lines, the command-line front door.
+
+Lines are read as bytes and decoded one by one, whatever the locale: a line that is not UTF-8
+is skipped with its line and column, like any other malformed line, and the others are
+published.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +11,6 @@ import argparse
 import sys
 from collections.abc import Iterable
 from pathlib import Path
-from typing import TextIO
 
 import orjson
 
@@ -35,28 +39,26 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 def cmd_publish(args: argparse.Namespace) -> int:
     settings = load_settings()
     if args.file is None:
-        return _publish_lines(settings, sys.stdin, "stdin", args.json)
+        return _publish_lines(settings, sys.stdin.buffer, "stdin", args.json)
     try:
-        with args.file.open(encoding="utf-8") as handle:
+        with args.file.open("rb") as handle:
             return _publish_lines(settings, handle, str(args.file), args.json)
     except OSError as e:
         raise SluicegateError(f"cannot read {args.file}: {e.strerror}") from e
 
 
-def _publish_lines(
-    settings: Settings, lines: Iterable[str] | TextIO, name: str, as_json: bool
-) -> int:
+def _publish_lines(settings: Settings, lines: Iterable[bytes], name: str, as_json: bool) -> int:
     table = WorkflowTable(settings)
     producer = DeliveryProducer(settings)
     published = 0
     problems = 0
     try:
         table.catch_up()
-        for number, line in enumerate(lines, start=1):
-            if not line.strip():
+        for number, raw in enumerate(lines, start=1):
+            if not raw.strip():
                 continue
             try:
-                delivery = _delivery_from_line(table, line)
+                delivery = _delivery_from_line(table, _decoded(raw))
             except ValueError as e:
                 problems += 1
                 print(f"{name}:{number}: {e}", file=sys.stderr)
@@ -82,6 +84,16 @@ def _publish_lines(
         file=sys.stderr,
     )
     return 1 if problems else 0
+
+
+def _decoded(raw: bytes) -> str:
+    """One line's text; ``ValueError`` naming the first byte that is not UTF-8."""
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ValueError(
+            f"not UTF-8 text: byte 0x{raw[e.start]:02x} at column {e.start + 1}"
+        ) from None
 
 
 def _delivery_from_line(table: WorkflowTable, line: str) -> AdmitDelivery:

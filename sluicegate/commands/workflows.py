@@ -19,6 +19,7 @@ from streams.core.workflow import parse_workflow_file, revise, workflow_key
 from streams.kafka.clients import idempotent_producer
 from streams.kafka.topics import ensure_topics
 from streams.settings import load_settings
+from streams.text import NotText, read_text_file
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -38,9 +39,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 def cmd_workflows_apply(args: argparse.Namespace) -> int:
     settings = load_settings()
     try:
-        document = tomllib.loads(args.file.read_text(encoding="utf-8"))
+        document = tomllib.loads(read_text_file(args.file))
     except OSError as e:
         raise SluicegateError(f"cannot read {args.file}: {e.strerror}") from e
+    except NotText as e:
+        raise SluicegateError(str(e)) from None
     except tomllib.TOMLDecodeError as e:
         raise SluicegateError(f"{args.file} is not valid TOML: {e}") from e
     try:

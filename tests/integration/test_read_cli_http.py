@@ -8,10 +8,13 @@ import urllib.parse
 from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
+import psycopg
 import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
+from projections import queries
+from projections.db import schema_name
 from projections.http import add_read_routes
 from projections.projector import Projector
 from projections.queries import STATS_KEYS
@@ -95,6 +98,55 @@ def test_occurrence_by_url_encoded_key(world: World) -> None:
             assert (await response.json())["error"]["code"] == "occurrence_not_found"
 
     with_client(world.settings, body)
+
+
+HOSTILE_KEYS = (
+    "\x00",
+    "a\x00b",
+    "x'; DROP TABLE runs; --",
+    "%",
+    "_",
+    "\\",
+    "\u00e9\U0001f680",
+    "k" * 4000,
+)
+"""Keys no projection holds: NUL (PostgreSQL text cannot hold it), SQL, LIKE wildcards,
+non-ASCII, long. Each key route answers them with its own 404, never 5xx."""
+
+
+@pytest.mark.parametrize(
+    ("route", "code"),
+    [
+        ("/v1/runs/", "run_not_found"),
+        ("/v1/occurrences/", "occurrence_not_found"),
+        ("/v1/scopes/", "scope_not_found"),
+    ],
+)
+def test_every_key_route_answers_a_key_nothing_can_match_with_its_404(
+    world: World, route: str, code: str
+) -> None:
+    async def body(client: TestClient[Any, Any]) -> None:
+        for bad in HOSTILE_KEYS:
+            response = await client.get(route + urllib.parse.quote(bad, safe=""))
+            assert response.status == 404, (route, bad[:20], await response.text())
+            error = (await response.json())["error"]
+            assert error["code"] == code, (route, bad[:20])
+            assert error["problems"] == []
+
+    with_client(world.settings, body)
+
+
+def test_lookups_of_values_no_text_column_can_hold_find_nothing(world: World) -> None:
+    """A lone surrogate (an argument's bytes that were not UTF-8) or a NUL matches nothing;
+    asking PostgreSQL would raise instead."""
+    schema = schema_name(world.settings.topic_prefix)
+    with psycopg.connect(world.settings.pg_dsn, autocommit=True) as conn:
+        for bad in ("\udcff\udcfe", "a\x00b"):
+            assert queries.get_run(conn, schema, bad) is None
+            assert queries.get_timeline(conn, schema, bad) is None
+            assert queries.get_occurrence(conn, schema, bad) is None
+            assert queries.get_scope(conn, schema, bad) is None
+            assert queries.get_run_candidates(conn, schema, bad) == []
 
 
 def test_stats_and_metrics(world: World) -> None:

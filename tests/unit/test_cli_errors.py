@@ -54,3 +54,45 @@ def test_any_other_exception_is_a_fault_with_its_traceback(
     monkeypatch.setattr(stats, "cmd_stats", failing)
     with pytest.raises(RuntimeError, match="a bug"):
         cli.main(["stats"])
+
+
+# What Python makes of argument bytes that are not UTF-8 (0xff 0xfe), and a NUL, which a
+# program calling main() can pass although a shell cannot.
+NOT_UTF8 = "\udcff\udcfe"
+
+
+@pytest.mark.parametrize(
+    ("argv", "argument", "said"),
+    [
+        (["runs", "show", NOT_UTF8], "RUN_ID", "byte 0xff at position 0 is not UTF-8"),
+        (["runs", "timeline", NOT_UTF8], "RUN_ID", "byte 0xff at position 0 is not UTF-8"),
+        (["runs", "rerun", "run-1", "--reason", "ok" + NOT_UTF8], "--reason", "position 2"),
+        (["occurrences", "show", NOT_UTF8], "ADMISSION_KEY", "byte 0xff"),
+        (["scopes", "show", "paper|a=" + NOT_UTF8], "SCOPE_KEY", "byte 0xff at position 8"),
+        (["holds", "resolve", "run-1.entry", "--reason", NOT_UTF8], "--reason", "byte 0xff"),
+        (["recover", "--run", NOT_UTF8], "--run", "byte 0xff"),
+        (["replay", "--scope", NOT_UTF8], "--scope", "byte 0xff"),
+        (["worker", "--slot", NOT_UTF8], "--slot", "byte 0xff"),
+        (["processor", "--instance-id", NOT_UTF8], "--instance-id", "byte 0xff"),
+        (["runs", "show", "a\x00b"], "RUN_ID", "a NUL character at position 1"),
+    ],
+    ids=lambda v: " ".join(v[:2]) if isinstance(v, list) else None,
+)
+def test_an_argument_that_is_not_text_is_a_usage_error_before_anything_is_contacted(
+    argv: list[str], argument: str, said: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        cli.main(argv)
+    assert exited.value.code == 2
+    err = capsys.readouterr().err
+    assert f"error: argument {argument}: " in err
+    assert said in err
+    assert "Traceback" not in err
+
+
+def test_a_file_argument_may_name_a_path_that_is_not_utf8(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """File names are bytes on Linux: only the file's content has to be UTF-8."""
+    assert cli.main(["workflows", "apply", "/nonexistent/" + NOT_UTF8 + ".toml"]) == 1
+    assert "cannot read /nonexistent/" in capsys.readouterr().err

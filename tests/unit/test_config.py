@@ -50,3 +50,39 @@ def test_rdkafka_settings_pass_through(tmp_path: Path) -> None:
 def test_a_wrong_value_fails_fast_and_names_the_setting(var: str, value: str) -> None:
     with pytest.raises(SettingsError, match=var):
         load_settings({var: value})
+
+
+@pytest.mark.parametrize(
+    "var",
+    [
+        "SLUICEGATE_KAFKA",
+        "SLUICEGATE_PG_DSN",
+        "SLUICEGATE_HTTP",
+        "SLUICEGATE_RDKAFKA_SASL_PASSWORD",
+        "SLUICEGATE_READ_TOKEN",
+    ],
+)
+def test_a_value_whose_bytes_are_not_utf8_names_the_variable_not_the_value(var: str) -> None:
+    # os.environ decodes such bytes into lone surrogates; librdkafka, psycopg and the HTTP
+    # server would each fail on them later with a traceback.
+    value = "secret\udcff:9092"
+    with pytest.raises(SettingsError) as raised:
+        load_settings({var: value})
+    message = str(raised.value)
+    assert message.startswith(f"{var}: byte 0xff at position 6 is not UTF-8;")
+    assert "secret" not in message
+
+
+def test_a_path_variable_may_hold_bytes_that_are_not_utf8() -> None:
+    state_dir = "/var/lib/sluicegate-\udce9"
+    assert str(load_settings({"SLUICEGATE_STATE_DIR": state_dir}).state_dir) == state_dir
+
+
+def test_a_properties_file_that_is_not_utf8_names_the_variable(tmp_path: Path) -> None:
+    props = tmp_path / "client.properties"
+    props.write_bytes(b"sasl.password=caf\xe9\n")
+    with pytest.raises(
+        SettingsError,
+        match=r"SLUICEGATE_RDKAFKA_FILE: .* is not UTF-8 text: byte 0xe9 at line 1, column 18",
+    ):
+        load_settings({"SLUICEGATE_RDKAFKA_FILE": str(props)})

@@ -32,6 +32,7 @@ LAYERS: tuple[tuple[str, int], ...] = (
     ("streams.collector", 1),
     ("streams.clock", 1),
     ("streams.heartbeat", 1),
+    ("streams.text", 1),
     ("streams.kafka", 1),
     ("streams.core", 2),
     ("streams.engine", 3),

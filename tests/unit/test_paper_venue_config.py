@@ -63,3 +63,10 @@ def test_a_fresh_state_is_seeded_once(tmp_path: Path) -> None:
     assert ("USDT", Decimal("1"), Decimal("0")) in again.exchange.balances("paper")
     assert (tmp_path / "state" / "admin-token").stat().st_mode & 0o777 == 0o600
     again.exchange.store.close()
+
+
+def test_a_config_that_is_not_utf8_is_refused_with_a_message(tmp_path: Path) -> None:
+    path = tmp_path / "venue.toml"
+    path.write_bytes(b'[[accounts]]\nname = "caf\xe9"\n')
+    with pytest.raises(PaperVenueError, match=r"venue config .* is not UTF-8 text: byte 0xe9"):
+        load_config(path)
