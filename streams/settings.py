@@ -115,14 +115,21 @@ def _read_properties(var: str, path: str) -> dict[str, str]:
     return props
 
 
-def load_settings(env: Mapping[str, str] | None = None) -> Settings:
-    """Read settings from ``env`` (default: the process environment); validate every value."""
-    env = os.environ if env is None else env
+def check_text_variables(env: Mapping[str, str]) -> None:
+    """Raise :class:`SettingsError` for the first ``SLUICEGATE_*`` variable of ``env`` that is
+    not UTF-8 text (those of :data:`PATH_VARIABLES` aside), naming it and the byte's position,
+    never its value."""
     for var, value in env.items():
         if var.startswith("SLUICEGATE_") and var not in PATH_VARIABLES:
             problem = not_text(value)
             if problem is not None:
                 raise SettingsError(f"{var}: {problem}; set it again as UTF-8 text")
+
+
+def load_settings(env: Mapping[str, str] | None = None) -> Settings:
+    """Read settings from ``env`` (default: the process environment); validate every value."""
+    env = os.environ if env is None else env
+    check_text_variables(env)
     kafka = env.get("SLUICEGATE_KAFKA", DEFAULT_KAFKA).strip()
     for server in kafka.split(","):
         _require_host_port("SLUICEGATE_KAFKA", server.strip())

@@ -30,10 +30,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--http", metavar="HOST:PORT", help=f"listen address (default {DEFAULT_HTTP})"
     )
     parser.add_argument(
-        "--state-dir", metavar="DIR", help=f"durable state directory (default {DEFAULT_STATE_DIR})"
+        "--state-dir",
+        type=Path,
+        metavar="DIR",
+        help=f"durable state directory (default {DEFAULT_STATE_DIR})",
     )
     parser.add_argument(
-        "--config", metavar="FILE", help="TOML: symbols, accounts, commissions, admin token, faults"
+        "--config",
+        type=Path,
+        metavar="FILE",
+        help="TOML: symbols, accounts, commissions, admin token, faults",
     )
 
 

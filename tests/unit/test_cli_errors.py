@@ -96,3 +96,21 @@ def test_a_file_argument_may_name_a_path_that_is_not_utf8(
     """File names are bytes on Linux: only the file's content has to be UTF-8."""
     assert cli.main(["workflows", "apply", "/nonexistent/" + NOT_UTF8 + ".toml"]) == 1
     assert "cannot read /nonexistent/" in capsys.readouterr().err
+
+
+def test_the_venues_file_and_directory_options_may_name_paths_that_are_not_utf8() -> None:
+    args = cli.build_parser().parse_args(
+        ["venue", "--config", "/x/" + NOT_UTF8 + ".toml", "--state-dir", "/y/\udce9"]
+    )
+    assert (str(args.config), str(args.state_dir)) == ("/x/" + NOT_UTF8 + ".toml", "/y/\udce9")
+
+
+def test_the_venue_refuses_a_setting_that_is_not_utf8_before_it_listens(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("SLUICEGATE_VENUE_HTTP", "127.0.0.\udcff:18099")
+    assert cli.main(["venue"]) == 1
+    assert capsys.readouterr().err == (
+        "sluicegate venue: SLUICEGATE_VENUE_HTTP: byte 0xff at position 8 is not UTF-8; "
+        "set it again as UTF-8 text\n"
+    )
