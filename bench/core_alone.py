@@ -86,7 +86,7 @@ def run(settings: Settings, backlog: Backlog) -> tuple[float, list[bytes | None]
 
     store = _DictStore()
     stores = cast(Mapping[int, PartitionStore], {0: store})
-    decider = Decider(app, stores, "dead-letters", emit)
+    decider = Decider(app, stores, "dead-letters", emit, lambda: 1)  # every key is partition 0's
     topic = app.input_topics[0]
     now = int(time.time() * 1000)
     started = time.perf_counter()

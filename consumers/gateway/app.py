@@ -104,6 +104,11 @@ class GatewayApp:
             return record
         return None  # answers come from this instance's own effects, never from the topic
 
+    def key_of(self, record: object) -> str | None:
+        # Dispatches and operator commands are keyed by the run whose journal they touch.
+        key = getattr(record, "run_id", None)
+        return key if isinstance(key, str) else None
+
     def timer_command(self) -> Command:
         return CheckTimers()
 

@@ -36,6 +36,7 @@ class Counted(Protocol):
     aborts: int
     producers_renewed: int
     restarts: int
+    forwarded: int
     restored_records: int
 
 
@@ -44,7 +45,7 @@ def counts(stats: Counted, seconds: float) -> str:
     return (
         f"records={stats.records} events={stats.events} batches={stats.batches} "
         f"aborts={stats.aborts} renewed={stats.producers_renewed} restarts={stats.restarts} "
-        f"restored={stats.restored_records} in {seconds:.1f} s"
+        f"forwarded={stats.forwarded} restored={stats.restored_records} in {seconds:.1f} s"
     )
 
 

@@ -152,6 +152,11 @@ class AdmissionApp:
             return Rerun(record, self._workflow(record))
         return branch_report(record)
 
+    def key_of(self, record: object) -> str | None:
+        # Every input (deliveries, rerun requests, branch reports) names its admission key.
+        key = getattr(record, "admission_key", None)
+        return key if isinstance(key, str) else None
+
     def timer_command(self) -> admission.Command:
         return CheckTimers()
 

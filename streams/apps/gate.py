@@ -77,6 +77,11 @@ class GateApp:
             return WithdrawDispatch(record)
         return None
 
+    def key_of(self, record: object) -> str | None:
+        # Proposals, requests and withdrawals are keyed by the decision scope they name.
+        key = getattr(record, "scope_key", None)
+        return key if isinstance(key, str) else None
+
     def timer_command(self) -> gate.Command:
         return CheckTimers()
 

@@ -57,6 +57,12 @@ class StreamApp(Protocol, Generic[S, C, E]):
     def to_command(self, record: object) -> C | None:
         """The core command for a decoded input record; ``None`` skips the record."""
 
+    def key_of(self, record: object) -> str | None:
+        """The key a decoded input record belongs under: that of the state it is decided
+        against (``None``: the record does not say, its message key stands). The engine
+        forwards a record consumed under another key, or on another partition than this
+        key's, to where it belongs (``deciding.py``)."""
+
     def timer_command(self) -> C:
         """The command sent to a key whose timer is due."""
 

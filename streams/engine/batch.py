@@ -117,6 +117,8 @@ class ProcessorStats:
     restore timed out."""
     dead_letters: int = 0
     isolated: int = 0
+    forwarded: int = 0
+    """Inputs on a partition their key does not belong to, forwarded to theirs (``deciding.py``)."""
     restored_records: int = 0
     restore_seconds: float = 0.0
     assigned: list[int] = field(default_factory=list)

@@ -1,5 +1,15 @@
 """Deciding one item of a batch: the app's decide/evolve, its timers, and dead letters.
 
+An input decides only under the key it names (``app.key_of``: the admission key, scope key
+or run id of its payload) and only on the partition that key belongs to (Java's murmur2, as
+every Sluicegate producer partitions: :mod:`streams.kafka.partitioner`), because only that
+partition's store holds the key's state. A record a producer put elsewhere (an explicit
+partition, librdkafka's default CRC32 partitioner) or keyed otherwise would be decided
+against no state: for admission, a second run for an occurrence already admitted. It is
+forwarded instead, in the same transaction as its consumed offset, under its key to that
+key's partition, with its headers and ``sluicegate.forwarded-from: <partition>/<offset>``,
+and decided there like any other copy.
+
 Everything here runs inside an open transaction. Events go to ``emit`` (the processor's
 transactional produce), state changes into the partition's store buffer, which the processor
 turns into changelog records before committing. Nothing here commits or aborts.
@@ -8,14 +18,23 @@ turns into changelog records before committing. Nothing here commits or aborts.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
 from typing import Generic, Protocol, TypeVar, cast
 
+from streams.core.partitioning import partition_of
 from streams.engine.app import StreamApp
 from streams.engine.batch import Answer, Input, Isolated, Item, Timer
 from streams.engine.store import PartitionStore, state_key, timer_key
+from streams.kafka.partitioner import murmur2_partitioner
 
 log = logging.getLogger("sluicegate.processor")
+
+OWNER: Callable[[bytes, int], int] = murmur2_partitioner() or partition_of
+"""The partition a key belongs to: librdkafka's own partitioner where it can be called."""
+FORWARDED_FROM = "sluicegate.forwarded-from"
+"""The header a forwarded input carries: ``<partition>/<offset>`` it was consumed at."""
+SAY_FORWARDED_EVERY_S = 60.0
 
 S = TypeVar("S")
 C = TypeVar("C")
@@ -49,11 +68,17 @@ class Decider(Generic[S, C, E]):
         stores: Mapping[int, PartitionStore],
         dead_letter_topic: str,
         emit: Emit,
+        partitions: Callable[[], int],
     ) -> None:
         self.app = app
         self.stores = stores
         self.dead_letter_topic = dead_letter_topic
         self.emit = emit
+        self.partitions = partitions
+        self.forwarded = 0
+        """Inputs forwarded to the partition their key belongs to, in the open transaction."""
+        self._said_forwarded_at = -SAY_FORWARDED_EVERY_S
+        self._forwarded_unsaid = 0
         self.produced: list[tuple[int, str, Sequence[E]]] | None = None
         self.hurry = False
 
@@ -72,6 +97,12 @@ class Decider(Generic[S, C, E]):
             return self._handle(answered, item.partition, item.key, answer, now, fired=False)
         if isinstance(item, Isolated):
             return self._isolated(item, now)
+        if item.record is not None:  # (an undecodable one is dead-lettered: no state)
+            key = self.app.key_of(item.record) or item.key
+            owner = OWNER(key.encode(), self.partitions())
+            if owner != item.partition or key != item.key:
+                self._forward(item, key, owner)
+                return 0
         if item.record is None:
             # Undecodable input is kept, not dropped: an operator can replay it once fixed.
             self.dead_letter(item, item.problem or "undecodable", with_value=True)
@@ -82,6 +113,34 @@ class Decider(Generic[S, C, E]):
             return 0
         store = self.stores[item.partition]
         return self._handle(store, item.partition, item.key, command, now, fired=False)
+
+    def _forward(self, item: Input, key: str, owner: int) -> None:
+        """Produce ``item`` to partition ``owner`` of its topic under ``key``, value and
+        headers as they came."""
+        headers = [(FORWARDED_FROM, f"{item.partition}/{item.offset}".encode())]
+        given = item.message.headers() or []  # a consumed message's are a list of pairs
+        for name, value in given.items() if isinstance(given, dict) else given:
+            headers.insert(-1, (name, value.encode() if isinstance(value, str) else value or b""))
+        self.emit(item.topic, key, item.message.value(), owner, headers)
+        self.forwarded += 1
+        self._forwarded_unsaid += 1
+        moment = time.monotonic()
+        if moment - self._said_forwarded_at >= SAY_FORWARDED_EVERY_S:
+            log.warning(
+                "%d input(s) under another key or on another partition than their own, "
+                "forwarded to where they belong (last: %s partition %d offset %d key %r -> "
+                "partition %d key %r); their producer must key each record by the key its "
+                "payload names and partition by murmur2 of it (librdkafka: "
+                "partitioner=murmur2_random; Java's default), or send through ingest or publish",
+                self._forwarded_unsaid,
+                item.topic,
+                item.partition,
+                item.offset,
+                item.key,
+                owner,
+                key,
+            )
+            self._said_forwarded_at, self._forwarded_unsaid = moment, 0
 
     def _isolated(self, item: Isolated, now: int) -> int:
         if item.silent:

@@ -105,7 +105,9 @@ class Transactor(Generic[S, C, E]):
         self.budget = batch_size
         self._timeout_s = transaction_timeout_ms / 1000
         self._deadline_s = self._timeout_s + _COMMIT_MARGIN_S
-        self.decider = Decider(app, held.stores, dead_letters, self.produce)
+        self.decider = Decider(
+            app, held.stores, dead_letters, self.produce, lambda: held.partitions
+        )
 
     def decide(
         self,
@@ -155,6 +157,7 @@ class Transactor(Generic[S, C, E]):
             raise txn.translate(e, self.who, "beginning a transaction") from e
         collect = self.effects is not None or bool(self._failpoints)
         self.decider.produced = [] if collect else None
+        self.decider.forwarded = 0
         try:
             events = sum(self.decider.apply(item, now) for item in items)
             self._held.record_partition_count()
@@ -202,6 +205,7 @@ class Transactor(Generic[S, C, E]):
                 commit_s=time.monotonic() - worked,
             )
         self.stats.count(items, events)
+        self.stats.forwarded += self.decider.forwarded
         return _Outcome.COMMITTED
 
     def _decided_events(self) -> list[object]:

@@ -77,6 +77,9 @@ class ToyApp:
     def to_command(self, record: object) -> dict[str, str] | None:
         return record if isinstance(record, dict) else None
 
+    def key_of(self, record: object) -> str | None:
+        return None  # a toy record's message key stands
+
     def timer_command(self) -> dict[str, str]:
         return {"tick": "yes"}
 
