@@ -97,16 +97,15 @@ class Decider(Generic[S, C, E]):
             return self._handle(answered, item.partition, item.key, answer, now, fired=False)
         if isinstance(item, Isolated):
             return self._isolated(item, now)
-        if item.record is not None:  # (an undecodable one is dead-lettered: no state)
-            key = self.app.key_of(item.record) or item.key
-            owner = OWNER(key.encode(), self.partitions())
-            if owner != item.partition or key != item.key:
-                self._forward(item, key, owner)
-                return 0
         if item.record is None:
             # Undecodable input is kept, not dropped: an operator can replay it once fixed.
             self.dead_letter(item, item.problem or "undecodable", with_value=True)
             log.warning("dead-lettered %s: %s", item.origin(), item.problem)
+            return 0
+        key = self.app.key_of(item.record) or item.key
+        owner = OWNER(key.encode(), self.partitions())
+        if owner != item.partition or key != item.key:
+            self._forward(item, key, owner)
             return 0
         command = self.app.to_command(item.record)
         if command is None:
@@ -117,10 +116,10 @@ class Decider(Generic[S, C, E]):
     def _forward(self, item: Input, key: str, owner: int) -> None:
         """Produce ``item`` to partition ``owner`` of its topic under ``key``, value and
         headers as they came."""
-        headers = [(FORWARDED_FROM, f"{item.partition}/{item.offset}".encode())]
-        given = item.message.headers() or []  # a consumed message's are a list of pairs
-        for name, value in given.items() if isinstance(given, dict) else given:
-            headers.insert(-1, (name, value.encode() if isinstance(value, str) else value or b""))
+        # A consumed message's headers are a list of (name, bytes or None) pairs.
+        given = cast(list[tuple[str, bytes | None]], item.message.headers() or [])
+        headers = [(name, value or b"") for name, value in given]
+        headers.append((FORWARDED_FROM, f"{item.partition}/{item.offset}".encode()))
         self.emit(item.topic, key, item.message.value(), owner, headers)
         self.forwarded += 1
         self._forwarded_unsaid += 1

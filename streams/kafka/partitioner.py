@@ -6,7 +6,7 @@ Java-compatible partitioner, ``murmur2(key) & 0x7fffffff % partition_cnt``); it 
 the topic handle nor the opaques it is given. It is found through confluent-kafka's extension
 module, which links the librdkafka it uses, so it is the very function that partitions every
 Sluicegate producer's records. About 0.8 us per 77-byte key through ctypes, against about
-17 us for the same hash in Python (``streams/core/partitioning.py``, the reference the tests
+9 us for the same hash in Python (``streams/core/partitioning.py``, the reference the tests
 compare it with, and what to use where :func:`murmur2_partitioner` finds nothing).
 """
 
