@@ -173,10 +173,12 @@ def abort(producer: Producer, deadline: float, who: str) -> None:
     Outstanding messages are flushed first: aborting while they are in flight purges them
     mid-request, which leaves the next transaction with skipped sequence numbers, or (if
     their partitions were not yet added to the transaction) fails the abort with a fatal
-    ``INVALID_TXN_STATE``.
+    ``INVALID_TXN_STATE``. That flush is where a fence met by a record still in flight (its
+    partition being added to the transaction) surfaces: librdkafka's fatal error is raised
+    from it, and is translated like the abort's own.
     """
-    producer.flush(_remaining(deadline))
     try:
+        producer.flush(_remaining(deadline))
         _resume(producer.abort_transaction, deadline, "aborting the transaction")
     except KafkaException as e:
         if classify(e.args[0]) in (Failure.FENCED, Failure.FATAL):

@@ -35,3 +35,24 @@ def test_an_abort_after_a_fence_raises_processor_fenced() -> None:
     new.init_transactions(30)  # bumps the epoch: the old producer is fenced
     with pytest.raises(ProcessorFenced, match="toy/same was fenced while aborting"):
         txn.abort(old, time.monotonic() + 30, "toy/same")
+
+
+def test_a_fence_met_while_flushing_before_the_abort_raises_processor_fenced() -> None:
+    """The fence arrives when the old producer adds a new partition to its transaction: the
+    flush that precedes the abort raises librdkafka's fatal error itself (seen when two
+    ``sluicegate processor`` processes were started with the same ``--instance-id``: the
+    first stopped with a traceback of ``KafkaException(_FENCED)`` from that flush)."""
+    settings = unique_settings(partitions=1)
+    first, second = settings.topic_named("out"), settings.topic_named("more")
+    create_topics(settings, [(first, 1, False), (second, 1, False)])
+    same = f"{settings.topic_prefix}same"
+    old = transactional_producer(settings, transactional_id=same, client_id="old")
+    old.init_transactions(30)
+    old.begin_transaction()
+    old.produce(first, key=b"k", value=b"v")
+    assert old.flush(30) == 0
+    new = transactional_producer(settings, transactional_id=same, client_id="new")
+    new.init_transactions(30)
+    old.produce(second, key=b"k", value=b"v")  # its partition is added to the transaction
+    with pytest.raises(ProcessorFenced, match="toy/same was fenced while aborting"):
+        txn.abort(old, time.monotonic() + 30, "toy/same")
