@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from streams.text import parse_whole
+
 
 @dataclass(frozen=True)
 class Share:
@@ -30,12 +32,10 @@ class Share:
     @classmethod
     def parse(cls, text: str) -> Share:
         """``"K/N"`` (``0 <= K < N``); :class:`ValueError` saying what is expected."""
-        index, slash, count = text.strip().partition("/")
-        try:
-            if slash and index.strip().isdigit() and count.strip().isdigit():
-                return cls(int(index), int(count))
-        except ValueError:
-            pass
+        index_text, slash, count_text = text.strip().partition("/")
+        index, count = parse_whole(index_text.strip(), 1024), parse_whole(count_text.strip(), 1024)
+        if slash and index is not None and count is not None and index < count:
+            return cls(index, count)
         raise ValueError(
             f"share {text!r}: expected K/N with 0 <= K < N, such as 0/2 and 1/2 for two "
             "projectors (K/N projects the partitions whose number is K modulo N)"

@@ -50,6 +50,7 @@ from streams import heartbeat
 from streams.core.durations import parse_duration
 from streams.core.errors import InvalidValue
 from streams.settings import Settings
+from streams.text import parse_whole
 
 # In start order: the processor and the gate before the front door, so the first delivery
 # finds them.
@@ -82,10 +83,10 @@ def kind_of(name: str) -> str:
 def parse_projectors(text: str) -> int:
     """How many projectors ``serve`` runs: a whole number from 1 to the most partitions any
     topic could sensibly have; :class:`SluicegateError` otherwise."""
-    cleaned = text.strip()
-    if not cleaned.isdigit() or not 1 <= int(cleaned) <= 64:
+    count = parse_whole(text.strip(), 64)
+    if not count:
         raise SluicegateError(f"projectors {text!r}: a whole number from 1 to 64")
-    return int(cleaned)
+    return count
 
 
 ONE_PER_PROCESS = ("SLUICEGATE_HEALTH", heartbeat.ENV)
@@ -111,7 +112,8 @@ def parse_liveness(text: str) -> float | None:
     if cleaned in ("off", "0", "none"):
         return None
     try:
-        seconds = parse_duration(int(cleaned) if cleaned.isdigit() else cleaned) / 1000
+        milliseconds = parse_whole(cleaned, 10**15)
+        seconds = parse_duration(cleaned if milliseconds is None else milliseconds) / 1000
     except InvalidValue as e:
         raise SluicegateError(f"liveness window {text!r}: {e}; or off") from None
     if seconds < 3:
@@ -327,9 +329,10 @@ def _pids(pid_file: Path) -> dict[str, int]:
         return {}
     found: dict[str, int] = {}
     for line in text.splitlines():
-        name, _, pid = line.partition(" ")
-        if pid.strip().isdigit():
-            found[name] = int(pid)
+        name, _, pid_text = line.partition(" ")
+        pid = parse_whole(pid_text.strip(), 2**31)
+        if pid:
+            found[name] = pid
     return found
 
 

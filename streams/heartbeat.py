@@ -34,6 +34,8 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 
+from streams.text import parse_whole
+
 log = logging.getLogger("sluicegate.heartbeat")
 
 ENV = "SLUICEGATE_HEARTBEAT_FD"
@@ -72,10 +74,10 @@ class Heartbeat:
         raw = (os.environ.pop(ENV, "") if environ is None else environ.get(ENV, "")).strip()
         if not raw:
             return None
-        if not raw.isdigit():
+        fd = parse_whole(raw, 2**31 - 1)
+        if fd is None:
             log.warning("%s=%r is not a file descriptor; no heartbeat", ENV, raw)
             return None
-        fd = int(raw)
         try:
             is_pipe = stat.S_ISFIFO(os.fstat(fd).st_mode)
         except OSError as e:

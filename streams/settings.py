@@ -22,7 +22,7 @@ from pathlib import Path
 
 from schemas.topics import TopicSpec
 from streams.errors import StreamsError
-from streams.text import NotText, not_text, read_text_file
+from streams.text import NotText, not_text, parse_whole, read_text_file
 
 DEFAULT_KAFKA = "127.0.0.1:9092"
 DEFAULT_PG_DSN = "postgresql://sluicegate:sluicegate@127.0.0.1:5432/sluicegate"
@@ -90,10 +90,11 @@ class Settings:
 
 
 def _require_host_port(var: str, value: str) -> tuple[str, int]:
-    host, sep, port = value.rpartition(":")
-    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+    host, sep, port_text = value.rpartition(":")
+    port = parse_whole(port_text, 65535)
+    if not sep or not host or not port:
         raise SettingsError(f"{var}={value!r} is not HOST:PORT (for example {DEFAULT_HTTP})")
-    return host, int(port)
+    return host, port
 
 
 def _read_properties(var: str, path: str) -> dict[str, str]:
@@ -141,7 +142,7 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         )
 
     prefix = env.get("SLUICEGATE_TOPIC_PREFIX", DEFAULT_TOPIC_PREFIX)
-    if not _PREFIX_RE.match(prefix) or len(prefix) > 100:
+    if not _PREFIX_RE.fullmatch(prefix) or len(prefix) > 100:
         raise SettingsError(
             f"SLUICEGATE_TOPIC_PREFIX={prefix!r} may hold only letters, digits, '.', '_', '-'"
         )
@@ -151,7 +152,8 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
     )
 
     raw_partitions = env.get("SLUICEGATE_PARTITIONS", str(DEFAULT_PARTITIONS)).strip()
-    if not raw_partitions.isdigit() or not 1 <= int(raw_partitions) <= 1024:
+    partitions = parse_whole(raw_partitions, 1024)
+    if not partitions:
         raise SettingsError(
             f"SLUICEGATE_PARTITIONS={raw_partitions!r} must be a whole number from 1 to 1024"
         )
@@ -169,7 +171,7 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         topic_prefix=prefix,
         http_host=http_host,
         http_port=http_port,
-        partitions=int(raw_partitions),
+        partitions=partitions,
         state_dir=Path(env.get("SLUICEGATE_STATE_DIR", "var/state")),
         kafka_extra=extra,
     )

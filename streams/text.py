@@ -12,9 +12,11 @@ File *names* are not checked: they are bytes on Linux, and a non-UTF-8 name is a
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 _ESCAPED = range(0xDC80, 0xDD00)
+_WHOLE = re.compile("[0-9]{1,20}")
 """The surrogates ``surrogateescape`` makes of the bytes 0x80 to 0xff."""
 
 
@@ -56,3 +58,17 @@ def where(data: bytes, offset: int) -> str:
     line = data.count(b"\n", 0, offset) + 1
     column = offset - (data.rfind(b"\n", 0, offset) + 1) + 1
     return f"byte 0x{data[offset]:02x} at line {line}, column {column}"
+
+
+def parse_whole(text: str, maximum: int) -> int | None:
+    """The value of ``text`` if it is 1 to 20 ASCII digits worth at most ``maximum``, else
+    ``None`` (the caller says which setting and what it accepts).
+
+    Not ``str.isdigit()`` then ``int()``: ``isdigit`` accepts superscripts such as ``"²"``,
+    which ``int`` refuses, and any length, which ``int`` refuses past 4,300 digits: both were
+    a ``ValueError`` traceback instead of the setting's one-line error.
+    """
+    if not _WHOLE.fullmatch(text):
+        return None
+    value = int(text)
+    return value if value <= maximum else None

@@ -40,6 +40,7 @@ from streams.core.durations import parse_duration
 from streams.core.errors import InvalidValue
 from streams.core.journal import JournalPolicy
 from streams.core.journal.errors import InvalidPolicy
+from streams.text import parse_whole
 
 VENUES = ("paper", "binance")
 DEFAULT_VENUE_URL = "http://127.0.0.1:8090"
@@ -113,8 +114,9 @@ class GatewaySettings:
         except InvalidPolicy as e:
             raise GatewaySettingsError(f"gateway timing settings: {e}") from e
         validity = env.get("SLUICEGATE_GATEWAY_APPROVAL_VALIDITY", "off").strip()
-        threads = env.get("SLUICEGATE_GATEWAY_THREADS", "8").strip()
-        if not threads.isdigit() or not 1 <= int(threads) <= 256:
+        threads_text = env.get("SLUICEGATE_GATEWAY_THREADS", "8").strip()
+        threads = parse_whole(threads_text, 256)
+        if not threads:
             raise GatewaySettingsError("SLUICEGATE_GATEWAY_THREADS must be 1 to 256")
         default_sink = url + SINK_PATH if venue == "paper" else None
         notify_url = env.get("SLUICEGATE_NOTIFY_URL", default_sink or "").strip() or None
@@ -133,7 +135,7 @@ class GatewaySettings:
             approval_validity_ms=None
             if validity == "off"
             else _duration(env, "SLUICEGATE_GATEWAY_APPROVAL_VALIDITY", "off"),
-            threads=int(threads),
+            threads=threads,
             read_timeout_s=_duration(env, "SLUICEGATE_GATEWAY_TIMEOUT", "10s") / 1000,
             notify_url=notify_url,
             notify_lookup=lookup == "on",

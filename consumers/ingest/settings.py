@@ -22,6 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from consumers.ingest.errors import IngestSettingsError
+from streams.text import parse_whole
 
 _DURATION = re.compile(r"\s*(\d{1,9}(?:\.\d{1,6})?)\s*(ms|s|m)?\s*", re.ASCII)
 DEFAULT_READ_HTTP = "127.0.0.1:8081"
@@ -57,13 +58,14 @@ class IngestSettings:
         """Read the settings; raise :class:`IngestSettingsError` naming a bad variable."""
         env = os.environ if env is None else env
         raw_max = env.get("SLUICEGATE_INGEST_MAX_BODY_BYTES", "65536").strip()
-        if not raw_max.isdigit() or not 1024 <= int(raw_max) <= 16 * 1024 * 1024:
+        max_body_bytes = parse_whole(raw_max, 16 * 1024 * 1024)
+        if max_body_bytes is None or max_body_bytes < 1024:
             raise IngestSettingsError(
                 f"SLUICEGATE_INGEST_MAX_BODY_BYTES={raw_max!r} must be a whole number of bytes "
                 "from 1024 to 16777216"
             )
         return cls(
-            max_body_bytes=int(raw_max),
+            max_body_bytes=max_body_bytes,
             replay_window_s=_duration(env, "SLUICEGATE_INGEST_REPLAY_WINDOW", "300s", 1, 86_400),
             ack_timeout_s=_duration(env, "SLUICEGATE_INGEST_ACK_TIMEOUT", "2s", 0.1, 30),
             max_wait_s=_duration(env, "SLUICEGATE_INGEST_MAX_WAIT", "10s", 0, 60),
@@ -77,13 +79,14 @@ def _read_http(env: Mapping[str, str]) -> tuple[str, int] | None:
     raw = env.get("SLUICEGATE_READ_HTTP", "").strip() or DEFAULT_READ_HTTP
     if raw.lower() == "off":
         return None
-    host, sep, port = raw.rpartition(":")
-    if not sep or not host or not port.isascii() or not port.isdigit() or not 0 < int(port) < 65536:
+    host, sep, port_text = raw.rpartition(":")
+    port = parse_whole(port_text, 65535)
+    if not sep or not host or not port:
         raise IngestSettingsError(
             f"SLUICEGATE_READ_HTTP={raw!r} is not HOST:PORT (for example {DEFAULT_READ_HTTP}) "
             "or off"
         )
-    return host, int(port)
+    return host, port
 
 
 def _read_token(env: Mapping[str, str]) -> str | None:

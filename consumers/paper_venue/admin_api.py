@@ -19,7 +19,7 @@ from aiohttp import web
 from consumers.paper_venue.context import Venue
 from consumers.paper_venue.errors import PaperVenueError, Refusal
 from consumers.paper_venue.faults import FaultSpecError, parse_fault
-from consumers.paper_venue.money import parse_decimal
+from consumers.paper_venue.money import parse_decimal, parse_whole
 from consumers.paper_venue.native_api import fill_json, order_json
 
 PREFIX = "/paper/v1"
@@ -113,7 +113,8 @@ class AdminApi:
     async def delete_fault(self, request: web.Request) -> web.Response:
         self._authorize(request)
         fault_id = request.match_info["fault_id"]
-        if not fault_id.isdigit() or not self.venue.faults.delete(int(fault_id)):
+        number = parse_whole(fault_id)
+        if number is None or not self.venue.faults.delete(number):
             raise Problem(404, "not_found", f"no fault {fault_id}")
         return web.json_response({"deleted": 1})
 

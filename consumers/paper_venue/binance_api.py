@@ -216,16 +216,24 @@ class BinanceApi:
         if not symbol:
             raise mandatory("symbol")
         order_id = bp.order_id_param(params)
-        from_id = int(params["fromId"]) if params.get("fromId", "").isdigit() else 0
-        limit = int(params["limit"]) if params.get("limit", "").isdigit() else 500
-        if not 1 <= limit <= 1000:
+        from_id = bp.whole_param(params, "fromId") or 0
+        since_ms = bp.whole_param(params, "startTime")
+        until_ms = bp.whole_param(params, "endTime")
+        limit = bp.whole_param(params, "limit")
+        if limit is not None and not 1 <= limit <= 1000:
             raise invalid(-1130, "Data sent for parameter 'limit' is not valid.")
         decision = self.shape.decide(request, "trades", symbol=symbol)
         return await self.shape(
             request,
             decision,
             lambda: self.venue.exchange.trades(
-                signed.account, symbol, order_id=order_id, from_id=from_id, limit=limit
+                signed.account,
+                symbol,
+                order_id=order_id,
+                from_id=from_id,
+                limit=limit or 500,
+                since_ms=since_ms,
+                until_ms=until_ms,
             ),
             lambda rows: web.json_response([bj.trade(t) for t in rows]),
         )

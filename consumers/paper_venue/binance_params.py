@@ -16,12 +16,12 @@ from urllib.parse import parse_qsl
 
 from consumers.paper_venue.engine import NewOrder
 from consumers.paper_venue.errors import Refusal, RefusalKind, invalid, mandatory
-from consumers.paper_venue.money import DECIMAL_PATTERN, parse_decimal
+from consumers.paper_venue.money import DECIMAL_PATTERN, WHOLE_PATTERN, parse_decimal, parse_whole
 from consumers.paper_venue.signing import Window
 
 CLIENT_ID_PATTERN = r"^[\.A-Z\:/a-z0-9_-]{1,36}$"
 CLIENT_ID_RE = re.compile(CLIENT_ID_PATTERN)
-_ORDER_ID_RE = re.compile(r"^[0-9]{1,19}$")
+ORDER_ID_PATTERN = "^[0-9]{1,19}$"
 _ALPHABET = string.ascii_letters + string.digits
 SIGNED = {"timestamp", "recvWindow", "signature"}
 _PLACE_PARAMS = SIGNED | {
@@ -109,15 +109,22 @@ def require_known(params: dict[str, str], allowed: set[str]) -> None:
 
 
 def order_id_param(params: dict[str, str]) -> int | None:
-    text = params.get("orderId")
+    """``orderId``, or None if absent or empty."""
+    return whole_param(params, "orderId", ORDER_ID_PATTERN)
+
+
+def whole_param(params: dict[str, str], name: str, pattern: str = WHOLE_PATTERN) -> int | None:
+    """The whole-number parameter ``name``, or None if absent or empty; -1100 naming
+    ``pattern`` if it is anything but ASCII digits worth an id the venue can hold."""
+    text = params.get(name)
     if text is None or text == "":
         return None
-    if not _ORDER_ID_RE.match(text):
+    value = parse_whole(text)
+    if value is None or not re.fullmatch(pattern, text):
         raise invalid(
-            -1100,
-            "Illegal characters found in parameter 'orderId'; legal range is '^[0-9]{1,19}$'.",
+            -1100, f"Illegal characters found in parameter '{name}'; legal range is '{pattern}'."
         )
-    return int(text)
+    return value
 
 
 def parse_new_order(params: dict[str, str]) -> tuple[NewOrder, str]:
@@ -167,7 +174,7 @@ def parse_new_order(params: dict[str, str]) -> tuple[NewOrder, str]:
         client_id = generated_client_id()
     elif client_id == "":
         raise invalid(-1118, "New client order ID was empty.")
-    elif not CLIENT_ID_RE.match(client_id):
+    elif not CLIENT_ID_RE.fullmatch(client_id):
         raise invalid(
             -1100,
             "Illegal characters found in parameter 'newClientOrderId'; legal range is "

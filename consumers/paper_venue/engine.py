@@ -233,9 +233,18 @@ class Exchange:
         return [OrderView(o, [t for t in trades if t.order_id == o.order_id]) for o in orders]
 
     def trades(
-        self, account: str, symbol: str, *, order_id: int | None, from_id: int, limit: int
+        self,
+        account: str,
+        symbol: str,
+        *,
+        order_id: int | None,
+        from_id: int,
+        limit: int,
+        since_ms: int | None = None,
+        until_ms: int | None = None,
     ) -> list[TradeRow]:
-        """The account's visible trades on ``symbol``, optionally of one order."""
+        """The account's visible trades on ``symbol``, optionally of one order, optionally
+        only those made from ``since_ms`` to ``until_ms`` (both included)."""
         spec = self.spec(symbol)
         return self.store.trades(
             account=account,
@@ -244,6 +253,8 @@ class Exchange:
             from_id=from_id,
             limit=limit,
             visible_at_ms=self.clock(),
+            since_ms=since_ms,
+            until_ms=until_ms,
         )
 
     def balances(self, account: str) -> list[tuple[str, Decimal, Decimal]]:

@@ -24,6 +24,10 @@ from decimal import (
 # Binance's pattern for a DECIMAL parameter.
 DECIMAL_PATTERN = r"^([0-9]{1,20})(\.[0-9]{1,20})?$"
 _DECIMAL_RE = re.compile(DECIMAL_PATTERN)
+WHOLE_PATTERN = "^[0-9]{1,20}$"
+_WHOLE_RE = re.compile(WHOLE_PATTERN)
+MAX_INTEGER = 2**63 - 1
+"""The largest INTEGER SQLite stores: every id (orders, trades, faults) fits below it."""
 
 COMMISSION_PLACES = 8
 _COMMISSION_QUANTUM = Decimal(1).scaleb(-COMMISSION_PLACES)
@@ -35,10 +39,24 @@ _DIVIDE = Context(prec=80, traps=[InvalidOperation, DivisionByZero, Overflow])
 
 
 def parse_decimal(text: str) -> Decimal | None:
-    """The value of a non-negative decimal literal in Binance's format, or None if malformed."""
-    if not _DECIMAL_RE.match(text):
+    """The value of a non-negative decimal literal in Binance's format, or None if malformed
+    (a trailing newline too: ``$`` alone would let ``"1.5\\n"`` through)."""
+    if not _DECIMAL_RE.fullmatch(text):
         return None
     return Decimal(text)
+
+
+def parse_whole(text: str, maximum: int = MAX_INTEGER) -> int | None:
+    """The value of ``text`` if it is 1 to 20 ASCII digits worth at most ``maximum`` (by
+    default the largest id SQLite stores), else None.
+
+    Not ``str.isdigit``: it accepts superscripts such as ``"²"``, which ``int`` refuses, and
+    it bounds nothing, so an id past SQLite's INTEGER failed the query (a 500, not a 400).
+    """
+    if not _WHOLE_RE.fullmatch(text):
+        return None
+    value = int(text)
+    return value if value <= maximum else None
 
 
 def fmt(value: Decimal) -> str:

@@ -22,7 +22,7 @@ from consumers.paper_venue.context import Shaper, Venue
 from consumers.paper_venue.engine import NewOrder, OrderView
 from consumers.paper_venue.errors import Refusal, RefusalKind
 from consumers.paper_venue.faults import Fault
-from consumers.paper_venue.money import parse_decimal
+from consumers.paper_venue.money import parse_decimal, parse_whole
 from consumers.paper_venue.rows import OrderRow, TradeRow
 from consumers.paper_venue.signing import (
     MSG_BAD_SIGNATURE,
@@ -103,7 +103,7 @@ def parse_order(body: object) -> NewOrder:
     if type_ not in ("market", "limit"):
         raise _bad("'type' must be 'market' or 'limit'")
     cid = body.get("client_order_id")
-    if not isinstance(cid, str) or not CLIENT_ID_RE.match(cid):
+    if not isinstance(cid, str) or not CLIENT_ID_RE.fullmatch(cid):
         raise _bad(f"'client_order_id' must match {CLIENT_ID_PATTERN}")
     tif = body.get("time_in_force")
     qty, quote, price = (
@@ -257,9 +257,10 @@ class NativeApi:
         client_id = request.query.get("client_order_id")
         if not symbol or (venue_id is None) == (client_id is None):
             raise _bad("give 'symbol' and one of 'client_order_id' and 'venue_order_id'")
-        if venue_id is not None and not venue_id.isdigit():
-            raise _bad("'venue_order_id' must be digits")
-        return symbol, int(venue_id) if venue_id is not None else None, client_id
+        number = None if venue_id is None else parse_whole(venue_id)
+        if venue_id is not None and number is None:
+            raise _bad("'venue_order_id' must be an order id: up to 19 ASCII digits")
+        return symbol, number, client_id
 
     async def query(self, request: web.Request) -> web.StreamResponse:
         account, _, _ = await self._auth(request)

@@ -34,6 +34,7 @@ from consumers.paper_venue.context import Venue
 from consumers.paper_venue.engine import Exchange
 from consumers.paper_venue.errors import PaperVenueError, Refusal
 from consumers.paper_venue.faults import FaultBook, FaultSpecError, parse_fault
+from consumers.paper_venue.money import parse_whole
 from consumers.paper_venue.notify_api import NotificationSink
 from consumers.paper_venue.store import Store
 
@@ -183,7 +184,8 @@ def run_venue(
     how the product's ``sluicegate venue`` beats its supervisor's heartbeat from the loop
     (the venue itself imports nothing of the product)."""
     host, _, port_text = http.rpartition(":")
-    if not host or not port_text.isdigit() or not 0 < int(port_text) < 65536:
+    port = parse_whole(port_text, 65535)
+    if not host or not port:
         raise PaperVenueError(f"--http {http!r} is not HOST:PORT (for example 127.0.0.1:8090)")
     if not logging.getLogger().handlers:
         handler = logging.StreamHandler(sys.stderr)
@@ -201,7 +203,7 @@ def run_venue(
             loop.add_signal_handler(signum, stop.set)
         running = None if beside is None else asyncio.create_task(beside(stop))
         try:
-            await serve(venue, host, int(port_text), stop)
+            await serve(venue, host, port, stop)
         finally:
             stop.set()
             if running is not None:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 
 from consumers.paper_venue.errors import Refusal, RefusalKind, invalid, mandatory
-from consumers.paper_venue.money import parse_decimal
+from consumers.paper_venue.money import parse_decimal, parse_whole
 
 DEFAULT_WINDOW_MS = 5000
 MAX_WINDOW_MS = 60000
@@ -61,9 +61,9 @@ class Window:
 
 def parse_window(timestamp: str | None, recv_window: str | None) -> Window:
     """The window of a request from its ``timestamp`` and ``recvWindow`` parameters."""
-    if not timestamp or not timestamp.isdigit() or len(timestamp) > 20:
+    ts = parse_whole(timestamp) if timestamp else None
+    if timestamp is None or ts is None:
         raise mandatory("timestamp")
-    ts = int(timestamp)
     ts_us = ts if len(timestamp) >= _MICROSECOND_DIGITS else ts * 1000
     window_ms = Decimal(DEFAULT_WINDOW_MS)
     if recv_window is not None:

@@ -272,9 +272,12 @@ class Store:
         from_id: int = 0,
         limit: int | None = None,
         visible_at_ms: int | None = None,
+        since_ms: int | None = None,
+        until_ms: int | None = None,
     ) -> list[TradeRow]:
         """Trades in id order, optionally for some orders only, or only of orders visible at
-        ``visible_at_ms`` (see the quiet period in :mod:`consumers.paper_venue.engine`)."""
+        ``visible_at_ms`` (see the quiet period in :mod:`consumers.paper_venue.engine`), or
+        only those made from ``since_ms`` to ``until_ms`` (both included)."""
         clauses: list[str] = ["t.trade_id >= ?"]
         args: list[object] = [from_id]
         for column, value in (("t.account", account), ("t.symbol", symbol)):
@@ -289,6 +292,10 @@ class Store:
         if visible_at_ms is not None:
             clauses.append("o.visible_from_ms <= ?")
             args.append(visible_at_ms)
+        for clause, bound in (("t.time_ms >= ?", since_ms), ("t.time_ms <= ?", until_ms)):
+            if bound is not None:
+                clauses.append(clause)
+                args.append(bound)
         columns = ", ".join(f"t.{c.strip()}" for c in _TRADE_COLUMNS.split(","))
         sql = (
             f"SELECT {columns} FROM trades t JOIN orders o ON o.order_id = t.order_id "

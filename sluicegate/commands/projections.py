@@ -16,6 +16,7 @@ from sluicegate.commands.engine import add_health_option, serve_probes
 from sluicegate.probes import LoopProbes
 from streams.heartbeat import Heartbeat
 from streams.settings import load_settings
+from streams.text import parse_whole
 
 if TYPE_CHECKING:
     from projections.projector import Projector
@@ -94,13 +95,18 @@ def _share(text: str) -> Share:
         raise argparse.ArgumentTypeError(str(e)) from None
 
 
+MAX_WORKERS = 64
+"""The most ``--workers`` a rebuild starts: each is a process with its own Kafka consumer and
+PostgreSQL connection (PostgreSQL allows 100 by default), and a share holds one partition
+number at the least, so a typo of 800 for 8 is refused rather than started."""
+
+
 def _workers(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"not a number of processes (1 or more): {text!r}")
+    value = parse_whole(text.strip(), MAX_WORKERS)
+    if not value:
+        raise argparse.ArgumentTypeError(
+            f"not a number of processes (1 to {MAX_WORKERS}): {text!r}"
+        )
     return value
 
 

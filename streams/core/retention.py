@@ -24,6 +24,7 @@ as in effect since ever.
 
 from __future__ import annotations
 
+import re
 from functools import lru_cache
 
 from schemas.events import WorkflowRevised
@@ -37,6 +38,9 @@ MAX_PERIODS = 64
 
 Period = tuple[int, int]
 """``(from epoch ms, retention ms)``."""
+_ENTRY_RE = re.compile(r"(-?[0-9]{1,18}):([0-9]{1,18})")
+"""A ``retention_history`` entry; ASCII digits only (``str.isdigit`` accepts ``"²"``, which
+``int`` refuses), few enough for an Avro long."""
 
 
 def periods(workflow: WorkflowRevised) -> tuple[Period, ...]:
@@ -52,9 +56,9 @@ def periods(workflow: WorkflowRevised) -> tuple[Period, ...]:
 def _periods(history: tuple[str, ...], applied_at_ms: int, retention_ms: int) -> tuple[Period, ...]:
     parsed: list[Period] = []
     for entry in history:
-        start, sep, value = entry.partition(":")
-        if sep and start.lstrip("-").isdigit() and value.isdigit():
-            parsed.append((int(start), int(value)))
+        match = _ENTRY_RE.fullmatch(entry)
+        if match:
+            parsed.append((int(match[1]), int(match[2])))
     if not parsed or parsed[-1][1] != retention_ms:
         parsed.append(
             (max(applied_at_ms, parsed[-1][0]) if parsed else applied_at_ms, retention_ms)

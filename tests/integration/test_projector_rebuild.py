@@ -162,12 +162,12 @@ def _wait_until(predicate: Callable[[], bool], timeout_s: float = 60.0) -> None:
     raise AssertionError(f"timed out after {timeout_s} s")
 
 
-def test_a_number_of_workers_below_one_is_refused() -> None:
+def test_a_number_of_workers_outside_1_to_64_is_refused() -> None:
     settings = unique_settings()  # refused before anything is read
-    for value in ("0", "-1", "two"):
+    for value in ("0", "-1", "two", "65", "\u00b2"):
         done = _cli(settings, "projections", "rebuild", "--workers", value)
         assert done.returncode == 2
-        assert f"not a number of processes (1 or more): {value!r}" in done.stderr
+        assert f"not a number of processes (1 to 64): {value!r}" in done.stderr
 
 
 def test_verify_without_a_live_projection_says_what_to_do() -> None:

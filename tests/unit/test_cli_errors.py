@@ -90,6 +90,27 @@ def test_an_argument_that_is_not_text_is_a_usage_error_before_anything_is_contac
     assert "Traceback" not in err
 
 
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (["projections", "rebuild", "--workers", "\u00b2"], "1 to 64"),
+        (["projections", "rebuild", "--workers", "800"], "1 to 64"),
+        (["projector", "--share", "\u00b2/2"], "expected K/N"),
+        (["projector", "--share", "0/" + "9" * 5000], "expected K/N"),
+    ],
+    ids=lambda v: " ".join(v[:3]) if isinstance(v, list) else None,
+)
+def test_a_number_argument_that_is_not_ascii_digits_in_range_is_a_usage_error(
+    argv: list[str], said: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``"²"`` passes ``str.isdigit`` and fails ``int``; so do 5,000 digits."""
+    with pytest.raises(SystemExit) as exited:
+        cli.main(argv)
+    assert exited.value.code == 2
+    err = capsys.readouterr().err
+    assert said in err and "Traceback" not in err
+
+
 def test_a_file_argument_may_name_a_path_that_is_not_utf8(
     capsys: pytest.CaptureFixture[str],
 ) -> None:

@@ -44,6 +44,12 @@ def test_rdkafka_settings_pass_through(tmp_path: Path) -> None:
         ("SLUICEGATE_PG_DSN", "mysql:/nope"),
         ("SLUICEGATE_TOPIC_PREFIX", "bad prefix!"),
         ("SLUICEGATE_PARTITIONS", "0"),
+        # isdigit() says yes to these; int() then raised ValueError, a traceback
+        ("SLUICEGATE_PARTITIONS", "\u00b2"),
+        ("SLUICEGATE_PARTITIONS", "1" * 5000),
+        ("SLUICEGATE_KAFKA", "localhost:\u00b2"),
+        ("SLUICEGATE_HTTP", "127.0.0.1:" + "8" * 5000),
+        ("SLUICEGATE_TOPIC_PREFIX", "sluicegate.\n"),
         ("SLUICEGATE_RDKAFKA_FILE", "/does/not/exist"),
     ],
 )

@@ -9,7 +9,7 @@ time between its source time and now (the revision's retention history).
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from hypothesis import event, given, settings
@@ -24,6 +24,7 @@ from schemas.events import (
     WorkflowRevised,
 )
 from streams.core.admission import Admit, RecordBranchReport
+from streams.core.retention import periods
 from streams.core.workflow import parse_workflow_file, revise
 from tests.support.core import MINUTE, T0, Processor, candle, contract_document, delivery
 
@@ -118,6 +119,21 @@ def test_retention_history_is_carried_pruned_and_bounded() -> None:
     # A change of something else keeps the history as it is.
     unrelated = revision(wf, "2h", T0 + 2, window="9s")
     assert unrelated.retention_history == wf.retention_history
+
+
+def test_history_entries_not_written_by_a_revision_are_skipped_never_raised_on() -> None:
+    wf = revision(None, "1d", T0)
+    odd = ("\u00b2:5", "1:\u00b2", "\uff11:2", "5", "x:y", " 1:2", "1:2\n", "1" * 5000 + ":2")
+    assert periods(replace(wf, retention_history=(*odd, f"{T0}:{DAY}"))) == ((T0, DAY),)
+
+
+@given(st.lists(st.text(max_size=30), max_size=8))
+def test_any_retention_history_reads_as_periods_ending_with_the_retention(
+    entries: list[str],
+) -> None:
+    wf = revision(None, "1d", T0)
+    read = periods(replace(wf, retention_history=tuple(entries)))
+    assert read and read[-1][1] == wf.retention_ms
 
 
 # ------------------------------------------------------------------------ the property

@@ -97,6 +97,8 @@ def test_settings_defaults_and_refusals() -> None:
         ({"SLUICEGATE_VENUE_RECV_WINDOW": "2m"}, "SLUICEGATE_VENUE_RECV_WINDOW"),
         ({"SLUICEGATE_GATEWAY_RECONCILIATION_BUDGET": "10s"}, "before absence can be proven"),
         ({"SLUICEGATE_NOTIFY_LOOKUP": "maybe"}, "SLUICEGATE_NOTIFY_LOOKUP"),
+        ({"SLUICEGATE_GATEWAY_THREADS": "\u00b2"}, "SLUICEGATE_GATEWAY_THREADS"),
+        ({"SLUICEGATE_GATEWAY_THREADS": "1" * 5000}, "SLUICEGATE_GATEWAY_THREADS"),
     ]:
         with pytest.raises(GatewaySettingsError, match=name):
             GatewaySettings.from_env(env)

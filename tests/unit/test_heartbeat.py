@@ -87,7 +87,7 @@ def test_a_supervisor_gone_ends_the_heartbeat_quietly(pipe: tuple[int, int]) -> 
     assert heart.beats == 0
 
 
-@pytest.mark.parametrize("value", ["", "  ", "abc", "-3", "3.5"])
+@pytest.mark.parametrize("value", ["", "  ", "abc", "-3", "3.5", "\u00b2", "9" * 5000])
 def test_no_heartbeat_without_a_descriptor(value: str) -> None:
     assert Heartbeat.from_environment({heartbeat.ENV: value}) is None
     assert Heartbeat.from_environment({}) is None

@@ -639,6 +639,9 @@ def test_ingest_settings_from_the_environment() -> None:
     )
     for var, value in (
         ("SLUICEGATE_INGEST_MAX_BODY_BYTES", "lots"),
+        ("SLUICEGATE_INGEST_MAX_BODY_BYTES", "\u00b2"),
+        ("SLUICEGATE_INGEST_MAX_BODY_BYTES", "1" * 5000),
+        ("SLUICEGATE_READ_HTTP", "127.0.0.1:" + "8" * 5000),
         ("SLUICEGATE_INGEST_REPLAY_WINDOW", "0s"),
         ("SLUICEGATE_INGEST_ACK_TIMEOUT", "5 parsecs"),
     ):

@@ -15,6 +15,7 @@ from consumers.paper_venue.money import (
     fmt,
     mul,
     parse_decimal,
+    parse_whole,
     quantity_for_quote,
     reserve_for,
 )
@@ -68,8 +69,23 @@ def test_formatting_and_parsing_follow_binance() -> None:
     assert fmt(D("970")) == "970.00000000"
     assert fmt(D("0.000000001")) == "0.000000001"  # never rounded for display
     assert parse_decimal("0.1") == D("0.1")
-    for bad in ("1e-8", "-1", ".5", "1.", "NaN", "1,5", " 1"):
+    for bad in ("1e-8", "-1", ".5", "1.", "NaN", "1,5", " 1", "1.5\n", "\uff11"):
         assert parse_decimal(bad) is None
+
+
+def test_whole_numbers_are_ascii_digits_sqlite_holds() -> None:
+    assert parse_whole("0") == 0
+    assert parse_whole(str(2**63 - 1)) == 2**63 - 1
+    assert parse_whole("65535", 65535) == 65535
+    assert parse_whole("65536", 65535) is None
+    for bad in ("", "\u00b2", "\uff11", "\u0661", "12\n", " 1", "-1", "+1", "1.0", str(2**63)):
+        assert parse_whole(bad) is None, repr(bad)
+
+
+@given(st.text(max_size=25))
+def test_parse_whole_never_raises_and_is_an_ascii_reading(text: str) -> None:
+    value = parse_whole(text)
+    assert value is None or (str(value) == text.lstrip("0") or (value == 0 and set(text) == {"0"}))
 
 
 prices = st.integers(1, 10**10).map(lambda n: D(n) / 100)  # tick 0.01

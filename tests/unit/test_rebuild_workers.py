@@ -65,7 +65,9 @@ def test_a_share_is_written_k_of_n(text: str, share: Share) -> None:
     assert Share.parse(str(share)) == share
 
 
-@pytest.mark.parametrize("text", ["2/2", "-1/2", "1/0", "1", "a/b", "1/2/3", "", "/"])
+@pytest.mark.parametrize(
+    "text", ["2/2", "-1/2", "1/0", "1", "a/b", "1/2/3", "", "/", "\u00b2/3", "0/" + "9" * 5000]
+)
 def test_a_share_written_otherwise_is_refused_with_the_form_expected(text: str) -> None:
     with pytest.raises(ValueError, match="expected K/N with 0 <= K < N"):
         Share.parse(text)

@@ -34,7 +34,7 @@ def test_a_number_of_projectors_is_read(text: str, count: int) -> None:
     assert parse_projectors(text) == count
 
 
-@pytest.mark.parametrize("text", ["0", "-1", "65", "two", "", "1.5"])
+@pytest.mark.parametrize("text", ["0", "-1", "65", "two", "", "1.5", "\u00b2", "1" * 5000])
 def test_a_number_of_projectors_out_of_range_is_refused(text: str) -> None:
     with pytest.raises(SluicegateError, match="a whole number from 1 to 64"):
         parse_projectors(text)

@@ -33,7 +33,9 @@ def test_liveness_switched_off(text: str) -> None:
     assert parse_liveness(text) is None
 
 
-@pytest.mark.parametrize("text", ["2s", "999ms", "soon", "-5s", "5 s", "1.5s"])
+@pytest.mark.parametrize(
+    "text", ["2s", "999ms", "soon", "-5s", "5 s", "1.5s", "\u00b2", "9" * 5000]
+)
 def test_unusable_liveness_windows_are_refused_with_the_forms(text: str) -> None:
     with pytest.raises(SluicegateError, match="liveness window"):
         parse_liveness(text)

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from streams.text import NotText, not_text, read_text_file
+from streams.text import NotText, not_text, parse_whole, read_text_file
 
 
 @pytest.mark.parametrize(
@@ -63,3 +63,23 @@ def test_a_utf8_file_is_read_as_it_is(tmp_path: Path) -> None:
 def test_a_missing_file_is_an_os_error(tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError):
         read_text_file(tmp_path / "missing.toml")
+
+
+@pytest.mark.parametrize(
+    "text", ["", "\u00b2", "\uff11", "\u0661", "12\n", " 1", "-1", "+1", "1.0", "1_0", "1" * 21]
+)
+def test_a_whole_number_is_ascii_digits_only(text: str) -> None:
+    assert parse_whole(text, 10**30) is None
+
+
+def test_a_whole_number_is_bounded() -> None:
+    assert parse_whole("0", 1) == 0
+    assert parse_whole("0065535", 65535) == 65535
+    assert parse_whole("65536", 65535) is None
+
+
+@given(st.text(max_size=30))
+def test_parse_whole_never_raises_and_agrees_with_int_on_ascii_digits(text: str) -> None:
+    value = parse_whole(text, 10**20)
+    ascii_digits = text.isascii() and text.isdigit() and len(text) <= 20
+    assert value == (int(text) if ascii_digits else None)
