@@ -18,13 +18,14 @@ Every call returns a typed answer instead of raising, and every answer says how 
 
 Requests carry the attempt's time (:class:`Attempt`): the venue refuses a request older than its
 window, so a request from a paused or fenced process is refused by the venue itself.
-Amounts are :class:`~decimal.Decimal`, never float.
+Amounts are :class:`~decimal.Decimal`, never float. An adapter reads them with :func:`amount`
+and times with :func:`epoch_ms`, and answers ``Unknown`` (unreadable) for anything else.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from decimal import Decimal
+from decimal import Decimal, InvalidOperation
 from enum import StrEnum
 from typing import Protocol
 
@@ -113,6 +114,45 @@ class OrderRequest:
                 raise ValueError("a MARKET order takes no time_in_force")
         else:
             raise ValueError(f"adapters place MARKET and LIMIT orders, not {self.type}")
+
+
+MAX_AMOUNT_DIGITS = 40
+"""Most significant digits an amount may have, and most places either side of the point.
+Binance writes amounts with 8 decimals and at most 20 digits before the point."""
+
+
+def amount(value: object) -> Decimal:
+    """A venue's amount (price, quantity, commission, balance): a finite, non-negative decimal
+    given as a JSON string or number, with at most :data:`MAX_AMOUNT_DIGITS` digits.
+
+    ``ValueError`` otherwise. An adapter then reads the whole answer as unreadable
+    (``Unknown``), so the gateway reconciles the order by its client id instead of
+    journaling a NaN, a negative fill, or a number whose plain text is a million digits
+    (``1e999999``: every event that carries it would be a megabyte).
+    """
+    if isinstance(value, bool) or not isinstance(value, str | int | Decimal):
+        raise ValueError(f"not an amount: {type(value).__name__}")
+    try:
+        number = Decimal(value)
+    except InvalidOperation:
+        raise ValueError("not an amount: not a decimal") from None
+    if not number.is_finite() or number < 0:
+        raise ValueError(f"not an amount: {number}")
+    digits = number.as_tuple().digits
+    if number and (len(digits) > MAX_AMOUNT_DIGITS or abs(number.adjusted()) > MAX_AMOUNT_DIGITS):
+        raise ValueError("not an amount: more digits than any venue writes")
+    return number
+
+
+def epoch_ms(value: object) -> int | None:
+    """A venue's time in epoch milliseconds (a JSON integer), or ``None`` if absent;
+    ``ValueError`` for anything else (a string, a float, a boolean, a negative number or one
+    no Avro long holds)."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 2**63:
+        raise ValueError(f"not a time in epoch milliseconds: {type(value).__name__}")
+    return value
 
 
 @dataclass(frozen=True)

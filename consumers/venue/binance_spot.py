@@ -46,6 +46,8 @@ from consumers.venue.adapter import (
     TimeInForce,
     Unknown,
     UnknownReason,
+    amount,
+    epoch_ms,
 )
 from consumers.venue.binance_codes import Op, classify
 from consumers.venue.http import HttpAnswer, HttpSession, TransportFailure
@@ -72,10 +74,11 @@ def _transport(failure: TransportFailure, op: Op) -> Rejected | Unknown:
 
 
 def parse_order(d: dict[str, Any], fills: tuple[Fill, ...] | None) -> Accepted:
-    """An :class:`Accepted` from Binance's order JSON (place, query, cancel or open orders)."""
+    """An :class:`Accepted` from Binance's order JSON (place, query, cancel or open orders);
+    ``ValueError``, ``KeyError`` or ``TypeError`` for an answer that is not one."""
     type_ = OrderType(d["type"])
-    price = Decimal(d["price"])
-    quote = Decimal(d.get("origQuoteOrderQty", "0"))
+    price = amount(d["price"])
+    quote = amount(d.get("origQuoteOrderQty", "0"))
     tif = d.get("timeInForce")
     return Accepted(
         venue_order_id=str(d["orderId"]),
@@ -84,14 +87,14 @@ def parse_order(d: dict[str, Any], fills: tuple[Fill, ...] | None) -> Accepted:
         side=Side(d["side"]),
         type=type_,
         status=OrderStatus(d["status"]),
-        quantity=Decimal(d["origQty"]),
-        executed_quantity=Decimal(d["executedQty"]),
-        cumulative_quote_quantity=Decimal(d["cummulativeQuoteQty"]),
+        quantity=amount(d["origQty"]),
+        executed_quantity=amount(d["executedQty"]),
+        cumulative_quote_quantity=amount(d["cummulativeQuoteQty"]),
         price=price if price > 0 else None,
         quote_quantity=quote if quote > 0 else None,
         time_in_force=TimeInForce(tif) if tif and type_ is not OrderType.MARKET else None,
-        created_at_ms=d.get("time", d.get("transactTime")),
-        updated_at_ms=d.get("updateTime", d.get("transactTime")),
+        created_at_ms=epoch_ms(d.get("time", d.get("transactTime"))),
+        updated_at_ms=epoch_ms(d.get("updateTime", d.get("transactTime"))),
         fills=fills,
     )
 
@@ -100,9 +103,9 @@ def parse_fills(items: list[dict[str, Any]]) -> tuple[Fill, ...]:
     """Fills from a FULL placement answer (``tradeId``) or ``myTrades`` (``id``)."""
     return tuple(
         Fill(
-            price=Decimal(f["price"]),
-            quantity=Decimal(f["qty"]),
-            commission=Decimal(f["commission"]),
+            price=amount(f["price"]),
+            quantity=amount(f["qty"]),
+            commission=amount(f["commission"]),
             commission_asset=f["commissionAsset"],
             trade_id=str(f.get("tradeId", f.get("id"))),
         )
@@ -199,7 +202,7 @@ class BinanceSpotClient:
         try:
             return Balances(
                 tuple(
-                    Balance(b["asset"], Decimal(b["free"]), Decimal(b["locked"]))
+                    Balance(b["asset"], amount(b["free"]), amount(b["locked"]))
                     for b in answer["balances"]
                 )
             )

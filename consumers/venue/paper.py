@@ -57,6 +57,8 @@ from consumers.venue.adapter import (
     TimeInForce,
     Unknown,
     UnknownReason,
+    amount,
+    epoch_ms,
 )
 from consumers.venue.http import HttpSession, TransportFailure
 
@@ -98,7 +100,8 @@ def classify(op: str, http_status: int, code: str | None, message: str) -> _Fail
 
 
 def parse_order(d: dict[str, Any]) -> Accepted:
-    """An :class:`Accepted` from the native order JSON."""
+    """An :class:`Accepted` from the native order JSON; ``ValueError``, ``KeyError``,
+    ``TypeError`` or ``AttributeError`` for an answer that is not one."""
     tif = d.get("time_in_force")
     return Accepted(
         venue_order_id=d["venue_order_id"],
@@ -107,19 +110,19 @@ def parse_order(d: dict[str, Any]) -> Accepted:
         side=Side(d["side"].upper()),
         type=OrderType(d["type"].upper()),
         status=OrderStatus(d["status"].upper()),
-        quantity=Decimal(d["quantity"]),
-        executed_quantity=Decimal(d["executed_quantity"]),
-        cumulative_quote_quantity=Decimal(d["cumulative_quote_quantity"]),
-        price=Decimal(d["price"]) if d.get("price") is not None else None,
-        quote_quantity=Decimal(d["quote_quantity"]) if d.get("quote_quantity") else None,
+        quantity=amount(d["quantity"]),
+        executed_quantity=amount(d["executed_quantity"]),
+        cumulative_quote_quantity=amount(d["cumulative_quote_quantity"]),
+        price=amount(d["price"]) if d.get("price") is not None else None,
+        quote_quantity=amount(d["quote_quantity"]) if d.get("quote_quantity") else None,
         time_in_force=TimeInForce(tif.upper()) if tif else None,
-        created_at_ms=d["created_at_ms"],
-        updated_at_ms=d["updated_at_ms"],
+        created_at_ms=epoch_ms(d["created_at_ms"]),
+        updated_at_ms=epoch_ms(d["updated_at_ms"]),
         fills=tuple(
             Fill(
-                Decimal(f["price"]),
-                Decimal(f["quantity"]),
-                Decimal(f["commission"]),
+                amount(f["price"]),
+                amount(f["quantity"]),
+                amount(f["commission"]),
                 f["commission_asset"],
                 f["trade_id"],
             )
@@ -207,7 +210,7 @@ class PaperVenueClient:
         try:
             return Balances(
                 tuple(
-                    Balance(b["asset"], Decimal(b["free"]), Decimal(b["locked"]))
+                    Balance(b["asset"], amount(b["free"]), amount(b["locked"]))
                     for b in answer["balances"]
                 )
             )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from decimal import Decimal
+from typing import Any
 
 import pytest
 
@@ -17,6 +18,7 @@ from consumers.venue.adapter import (
     TimeInForce,
 )
 from consumers.venue.binance_spot import parse_fills, parse_order
+from consumers.venue.paper import parse_order as parse_paper_order
 
 D = Decimal
 
@@ -81,3 +83,65 @@ def test_requests_are_checked_for_shape() -> None:
         OrderRequest("BTCUSDT", Side.BUY, OrderType.MARKET, "a", D("1"), D("2"))
     with pytest.raises(ValueError, match="adapters place"):
         OrderRequest("BTCUSDT", Side.BUY, OrderType.STOP_LOSS, "a", quantity=D("1"))
+
+
+AMOUNTS = ("price", "origQty", "executedQty", "origQuoteOrderQty", "cummulativeQuoteQty")
+FILL_AMOUNTS = ("price", "qty", "commission")
+# Not an amount a venue means: each must make the answer unreadable (the client answers
+# Unknown, the gateway reconciles), never a NaN, negative or million-digit fill journaled.
+HOSTILE_AMOUNTS = ["NaN", "sNaN", "Infinity", "-1", "-0.5", "1e999999", "1" + "0" * 100, True, None]
+
+
+@pytest.mark.parametrize("value", HOSTILE_AMOUNTS, ids=repr)
+def test_an_amount_that_is_not_a_finite_non_negative_decimal_is_unreadable(value: object) -> None:
+    for name in AMOUNTS:
+        d = {**json.loads(FULL), name: value}
+        with pytest.raises((ValueError, TypeError, ArithmeticError)):
+            parse_order(d, ())
+    for name in FILL_AMOUNTS:
+        fills = json.loads(FULL)["fills"]
+        fills[0][name] = value
+        with pytest.raises((ValueError, TypeError, ArithmeticError)):
+            parse_fills(fills)
+
+
+@pytest.mark.parametrize("value", ["1507725176595", 1.5, True, -1, 2**63], ids=repr)
+def test_a_time_that_is_not_epoch_milliseconds_is_unreadable(value: object) -> None:
+    d = {**json.loads(FULL), "transactTime": value, "workingTime": 1}
+    with pytest.raises((ValueError, TypeError)):
+        parse_order(d, ())
+
+
+def test_paper_answers_with_hostile_amounts_are_unreadable() -> None:
+    first_fill: dict[str, Any] = {
+        "price": "50000",
+        "quantity": "1",
+        "commission": "0.001",
+        "commission_asset": "BTC",
+        "trade_id": "1",
+    }
+    order: dict[str, Any] = {
+        "venue_order_id": "7",
+        "client_order_id": "c",
+        "symbol": "BTCUSDT",
+        "side": "buy",
+        "type": "market",
+        "status": "filled",
+        "quantity": "1",
+        "executed_quantity": "1",
+        "cumulative_quote_quantity": "50000",
+        "price": None,
+        "quote_quantity": None,
+        "time_in_force": None,
+        "created_at_ms": 1,
+        "updated_at_ms": 1,
+        "fills": [first_fill],
+    }
+    assert parse_paper_order(order).executed_quantity == D("1")
+    for value in HOSTILE_AMOUNTS:
+        for name in ("quantity", "executed_quantity", "cumulative_quote_quantity"):
+            with pytest.raises((ValueError, TypeError, ArithmeticError)):
+                parse_paper_order({**order, name: value})
+        fill = {**first_fill, "quantity": value}
+        with pytest.raises((ValueError, TypeError, ArithmeticError)):
+            parse_paper_order({**order, "fills": [fill]})
