@@ -43,6 +43,7 @@ from sluicegate.commands import (
     workflows,
 )
 from sluicegate.errors import SluicegateError
+from streams import heartbeat
 from streams.errors import StreamsError
 from streams.text import not_text
 
@@ -120,6 +121,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     if func is None:
         parser.print_help()
         return 2
+    if not heartbeat.stop_with_supervisor():
+        print(
+            f"sluicegate {args.command}: the sluicegate serve that started it has exited; "
+            "not starting",
+            file=sys.stderr,
+        )
+        return 1
     try:
         native.check()  # never decide with a compiled core that does not match its source
         return int(func(args))

@@ -89,7 +89,7 @@ def parse_projectors(text: str) -> int:
     return count
 
 
-ONE_PER_PROCESS = ("SLUICEGATE_HEALTH", heartbeat.ENV)
+ONE_PER_PROCESS = ("SLUICEGATE_HEALTH", heartbeat.ENV, heartbeat.SUPERVISOR_ENV)
 """Settings that name something only one process can hold: left out of the children's
 environment (each child gets a heartbeat descriptor of its own)."""
 
@@ -181,7 +181,11 @@ class _Child:
         try:
             self.process = subprocess.Popen(
                 command,
-                env={**child_environment(os.environ), heartbeat.ENV: str(write)},
+                env={
+                    **child_environment(os.environ),
+                    heartbeat.ENV: str(write),
+                    heartbeat.SUPERVISOR_ENV: str(os.getpid()),  # it stops when serve does
+                },
                 pass_fds=(write,),
             )
         except BaseException:

@@ -17,6 +17,10 @@ itself, never from a thread that beats whatever the work does:
 - the webhook and the paper venue beat from their event loop (:meth:`Heartbeat.beat_async`),
   so a blocked event loop beats no more.
 
+A component also stops when ``serve`` dies, however it dies: :func:`stop_with_supervisor`
+asks the kernel to send it SIGTERM then (``PR_SET_PDEATHSIG``), so a ``serve`` killed with
+SIGKILL leaves no component running on, holding the webhook's port or a partition's work.
+
 Guarantees: :meth:`Heartbeat.beat` never blocks and never raises. A full pipe (a supervisor
 that stopped reading) drops the beat; a closed one (the supervisor gone) ends the heartbeat
 for good. Without :data:`ENV` (a component started by hand, or by another supervisor) there is
@@ -27,12 +31,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ctypes
 import logging
 import os
+import signal
 import stat
+import sys
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, MutableMapping
 
 from streams.text import parse_whole
 
@@ -40,6 +47,11 @@ log = logging.getLogger("sluicegate.heartbeat")
 
 ENV = "SLUICEGATE_HEARTBEAT_FD"
 """The variable naming the inherited descriptor a component beats on."""
+
+SUPERVISOR_ENV = "SLUICEGATE_SUPERVISOR_PID"
+"""The variable naming the pid of the ``serve`` that started this process."""
+
+_PR_SET_PDEATHSIG = 1
 
 INTERVAL_S = 1.0
 """Seconds between beats: the supervisor's liveness window is many of them."""
@@ -142,3 +154,24 @@ class Heartbeat:
             self.closed = True
             with contextlib.suppress(OSError):
                 os.close(self.fd)
+
+
+def stop_with_supervisor(environ: MutableMapping[str, str] | None = None) -> bool:
+    """Under ``serve`` (:data:`SUPERVISOR_ENV` set), have the kernel send this process
+    SIGTERM when ``serve`` exits, and say whether ``serve`` is still there.
+
+    ``False`` means it died before this process could ask (it is no longer the parent): the
+    caller should not start. Read from this process's environment, the variable is removed
+    from it, so a process this one starts is not taken for a child of ``serve``. Linux only;
+    elsewhere the parent is still checked.
+    """
+    source = os.environ if environ is None else environ
+    raw = source.pop(SUPERVISOR_ENV, "").strip()
+    supervisor = parse_whole(raw, 2**31)
+    if supervisor is None:
+        return True
+    if sys.platform.startswith("linux"):
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0) != 0:
+            log.warning("cannot ask to stop with serve (errno %d)", ctypes.get_errno())
+    return os.getppid() == supervisor

@@ -154,3 +154,46 @@ def test_every_frozen_component_is_replaced_and_the_replacements_are_kept(tmp_pa
     finally:
         code = serve.stop()
     assert code == 0, serve.log_path.read_text()[-3000:]
+
+
+def test_no_child_outlives_a_serve_killed_with_sigkill(tmp_path: Path) -> None:
+    """serve killed outright (SIGKILL, the OOM killer, a crash) cannot stop its children: the
+    kernel does (``PR_SET_PDEATHSIG``: SIGTERM, so each stops as it does when asked). They
+    used to run on as orphans, holding the webhook's port and the venue's, so the serve
+    started next could not bind them."""
+    settings = unique_settings()
+    ensure_topics(settings)
+    webhook, venue = free_port(), free_port()
+    env = {
+        "SLUICEGATE_HTTP": f"127.0.0.1:{webhook}",
+        "SLUICEGATE_READ_HTTP": f"127.0.0.1:{free_port()}",
+        "SLUICEGATE_VENUE_URL": f"http://127.0.0.1:{venue}",
+        "SLUICEGATE_VENUE_STATE_DIR": str(tmp_path / "venue"),
+    }
+    (tmp_path / "first").mkdir()
+    (tmp_path / "second").mkdir()
+    serve = Serve(settings, tmp_path / "first", [], **env)
+    children: dict[str, int] = {}
+    try:
+        wait_until(lambda: set(serve.pids()) == {"serve", VENUE, *COMPONENTS}, timeout_s=60)
+        wait_until(lambda: answers(f"http://127.0.0.1:{webhook}/healthz"), timeout_s=60)
+        children = {name: pid for name, pid in serve.pids().items() if name != "serve"}
+        killed_at = time.monotonic()
+        serve.process.send_signal(signal.SIGKILL)
+        serve.process.wait(10)
+        wait_until(lambda: all(gone(pid) for pid in children.values()), timeout_s=60)
+        elapsed = time.monotonic() - killed_at
+        print(f"\n{len(children)} children gone {elapsed:.1f} s after serve", file=sys.stderr)
+        # Each stopped as when asked (SIGTERM), not killed: the processor says it stopped.
+        log = serve.log_path.read_text(errors="replace")
+        assert "processor admission/processor-1 stopped" in log, log[-3000:]
+    finally:
+        for pid in children.values():
+            if not gone(pid):
+                os.kill(pid, signal.SIGKILL)
+    second = Serve(settings, tmp_path / "second", [], **env)
+    try:
+        wait_until(lambda: answers(f"http://127.0.0.1:{webhook}/healthz"), timeout_s=60)
+        wait_until(lambda: answers(f"http://127.0.0.1:{venue}/paper/v1/health"), timeout_s=60)
+    finally:
+        assert second.stop() == 0, second.log_path.read_text()[-3000:]

@@ -6,6 +6,9 @@ import asyncio
 import contextlib
 import os
 import select
+import signal
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 
@@ -173,3 +176,41 @@ def test_beat_async_beats_from_the_loop_and_ends_with_stop(pipe: tuple[int, int]
         return first
 
     assert asyncio.run(scenario()) == 1
+
+
+_REPORT_DEATH_SIGNAL = """
+import ctypes, os, sys
+from streams import heartbeat
+alive = heartbeat.stop_with_supervisor()
+signal = ctypes.c_int()
+ctypes.CDLL(None).prctl(2, ctypes.byref(signal), 0, 0, 0)  # PR_GET_PDEATHSIG
+print(alive, signal.value, heartbeat.SUPERVISOR_ENV in os.environ)
+"""
+
+
+def _child_reports(supervisor: str | None) -> str:
+    env = {k: v for k, v in os.environ.items() if k != heartbeat.SUPERVISOR_ENV}
+    if supervisor is not None:
+        env[heartbeat.SUPERVISOR_ENV] = supervisor
+    done = subprocess.run(
+        [sys.executable, "-c", _REPORT_DEATH_SIGNAL],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    )
+    return done.stdout.strip()
+
+
+def test_a_child_of_serve_asks_for_sigterm_when_serve_dies_and_forgets_the_variable() -> None:
+    assert _child_reports(str(os.getpid())) == f"True {int(signal.SIGTERM)} False"
+
+
+def test_a_child_whose_serve_is_gone_says_so() -> None:
+    assert _child_reports(str(2**31 - 1)) == f"False {int(signal.SIGTERM)} False"
+
+
+@pytest.mark.parametrize("value", [None, "", "\u00b2", "abc"])
+def test_a_process_not_started_by_serve_asks_for_nothing(value: str | None) -> None:
+    assert _child_reports(value) == "True 0 False"
