@@ -25,6 +25,7 @@ from collections.abc import Callable, Sequence
 
 from confluent_kafka import KafkaError, KafkaException, Producer, TopicPartition
 
+from streams.engine.bounded import BoundedCalls, CallHung
 from streams.errors import (
     FatalKafkaError,
     KafkaUnavailable,
@@ -96,8 +97,27 @@ broker has an answer by then (done, or fenced because the transaction expired), 
 given the 0.1 s left of a deadline the pause used up would only time out again."""
 
 
+HUNG_AFTER_S = 10.0
+"""How long past the timeout it was given a call may take before it counts as hung."""
+CALLS = BoundedCalls()
+"""Where the calls that take a timeout run (``bounded.py``): librdkafka does not always keep
+``send_offsets_to_transaction``'s timeout, and a call that never returns would wedge the
+loop. A hung call is :class:`TransactionUnresolved`: the processor starts over."""
+
+
 def _remaining(deadline: float) -> float:
     return max(0.1, deadline - time.monotonic())
+
+
+def _call(call: Callable[[float], object], given: float, what: str) -> None:
+    """``call(given)``, waited for at most ``given`` + :data:`HUNG_AFTER_S`."""
+    try:
+        CALLS.call(lambda: call(given), given + HUNG_AFTER_S, what)
+    except CallHung as e:
+        raise TransactionUnresolved(
+            f"{e}, though given {given:.1f} s (librdkafka does not always keep the timeout "
+            "when the group coordinator went away): this transaction's outcome is unknown"
+        ) from None
 
 
 def _resume(call: Callable[[float], object], deadline: float, what: str) -> None:
@@ -113,7 +133,7 @@ def _resume(call: Callable[[float], object], deadline: float, what: str) -> None
         given = _remaining(deadline)
         started = time.monotonic()
         try:
-            call(given)
+            _call(call, given, what)
             return
         except KafkaException as e:
             err = e.args[0]
@@ -146,12 +166,18 @@ def send_offsets(
     """Register ``offsets`` with the group metadata; retried with identical arguments.
 
     A retriable error past ``deadline`` is raised as it is (the transaction can still be
-    aborted: no commit has started).
+    aborted: no commit has started); a call that does not return is
+    :class:`TransactionUnresolved` (no abort can be made while it runs).
     """
     backoff = 0.05
+    positions = list(offsets)
     while True:
         try:
-            producer.send_offsets_to_transaction(list(offsets), metadata, _remaining(deadline))
+            _call(
+                lambda timeout: producer.send_offsets_to_transaction(positions, metadata, timeout),
+                _remaining(deadline),
+                "sending the offsets to the transaction",
+            )
             return
         except KafkaException as e:
             if classify(e.args[0]) is not Failure.RETRY or time.monotonic() >= deadline:
