@@ -12,6 +12,7 @@ from __future__ import annotations
 import time
 
 import pytest
+from confluent_kafka import Producer
 
 from streams.engine import transactions as txn
 from streams.errors import ProcessorFenced
@@ -21,27 +22,9 @@ from tests.support.kafka import create_topics, unique_settings
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 
 
-def test_an_abort_after_a_fence_raises_processor_fenced() -> None:
-    settings = unique_settings(partitions=1)
-    topic = settings.topic_named("out")
-    create_topics(settings, [(topic, 1, False)])
-    same = f"{settings.topic_prefix}same"
-    old = transactional_producer(settings, transactional_id=same, client_id="old")
-    old.init_transactions(30)
-    old.begin_transaction()
-    old.produce(topic, key=b"k", value=b"v")
-    assert old.flush(30) == 0
-    new = transactional_producer(settings, transactional_id=same, client_id="new")
-    new.init_transactions(30)  # bumps the epoch: the old producer is fenced
-    with pytest.raises(ProcessorFenced, match="toy/same was fenced while aborting"):
-        txn.abort(old, time.monotonic() + 30, "toy/same")
-
-
-def test_a_fence_met_while_flushing_before_the_abort_raises_processor_fenced() -> None:
-    """The fence arrives when the old producer adds a new partition to its transaction: the
-    flush that precedes the abort raises librdkafka's fatal error itself (seen when two
-    ``sluicegate processor`` processes were started with the same ``--instance-id``: the
-    first stopped with a traceback of ``KafkaException(_FENCED)`` from that flush)."""
+def fenced_in_a_transaction() -> tuple[Producer, str]:
+    """A producer fenced (another took its transactional id) with a transaction open that
+    holds a flushed record; and a second topic, not yet in that transaction."""
     settings = unique_settings(partitions=1)
     first, second = settings.topic_named("out"), settings.topic_named("more")
     create_topics(settings, [(first, 1, False), (second, 1, False)])
@@ -52,7 +35,22 @@ def test_a_fence_met_while_flushing_before_the_abort_raises_processor_fenced() -
     old.produce(first, key=b"k", value=b"v")
     assert old.flush(30) == 0
     new = transactional_producer(settings, transactional_id=same, client_id="new")
-    new.init_transactions(30)
+    new.init_transactions(30)  # bumps the epoch: the old producer is fenced
+    return old, second
+
+
+def test_an_abort_after_a_fence_raises_processor_fenced() -> None:
+    old, _ = fenced_in_a_transaction()
+    with pytest.raises(ProcessorFenced, match="toy/same was fenced while aborting"):
+        txn.abort(old, time.monotonic() + 30, "toy/same")
+
+
+def test_a_fence_met_while_flushing_before_the_abort_raises_processor_fenced() -> None:
+    """The fence arrives when the old producer adds a new partition to its transaction: the
+    flush that precedes the abort raises librdkafka's fatal error itself (seen when two
+    ``sluicegate processor`` processes were started with the same ``--instance-id``: the
+    first stopped with a traceback of ``KafkaException(_FENCED)`` from that flush)."""
+    old, second = fenced_in_a_transaction()
     old.produce(second, key=b"k", value=b"v")  # its partition is added to the transaction
     with pytest.raises(ProcessorFenced, match="toy/same was fenced while aborting"):
         txn.abort(old, time.monotonic() + 30, "toy/same")

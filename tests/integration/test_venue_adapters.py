@@ -34,22 +34,10 @@ from consumers.venue.adapter import (
 from consumers.venue.binance_spot import BinanceSpotClient
 from consumers.venue.paper import PaperVenueClient
 from tests.support.ports import free_port
-from tests.support.venue import API_KEY, VenueProcess, now_attempt, running_venue
+from tests.support.venue import API_KEY, VenueProcess, now_attempt
 
 D = Decimal
 ADAPTERS = ["binance", "paper"]
-
-
-@pytest.fixture(scope="module")
-def venue_process(tmp_path_factory: pytest.TempPathFactory) -> Iterator[VenueProcess]:
-    with running_venue(tmp_path_factory.mktemp("venue")) as venue:
-        yield venue
-
-
-@pytest.fixture
-def venue(venue_process: VenueProcess) -> VenueProcess:
-    venue_process.reset()
-    return venue_process
 
 
 @pytest.fixture(params=ADAPTERS)

@@ -28,18 +28,6 @@ D = Decimal
 ADAPTERS = ["binance", "paper"]
 
 
-@pytest.fixture(scope="module")
-def venue_process(tmp_path_factory: pytest.TempPathFactory) -> Iterator[VenueProcess]:
-    with running_venue(tmp_path_factory.mktemp("venue")) as venue:
-        yield venue
-
-
-@pytest.fixture
-def venue(venue_process: VenueProcess) -> VenueProcess:
-    venue_process.reset()
-    return venue_process
-
-
 @pytest.fixture(params=ADAPTERS)
 def adapter(request: pytest.FixtureRequest, venue: VenueProcess) -> Iterator[VenueAdapter]:
     client = venue.adapter(request.param, read_timeout_s=1.0)

@@ -12,13 +12,12 @@ from __future__ import annotations
 import hashlib
 import hmac
 import time
-from collections.abc import Iterator
 from typing import Any
 from urllib.parse import quote, urlencode
 
 import pytest
 
-from tests.support.venue import API_KEY, API_SECRET, VenueProcess, running_venue
+from tests.support.venue import API_KEY, API_SECRET, VenueProcess
 
 pytestmark = pytest.mark.integration
 
@@ -26,18 +25,6 @@ SUPERSCRIPT = "\u00b2"  # "²": isdigit() says yes, int() says no
 PAST_SQLITE = str(2**63)  # 19 digits, one more than SQLite's largest INTEGER
 HOSTILE = [SUPERSCRIPT, PAST_SQLITE, "9" * 25, "-5", "1.5", "abc", "12\n", "\uff11"]
 BUY = [("symbol", "BTCUSDT"), ("side", "BUY"), ("type", "MARKET"), ("quantity", "0.01")]
-
-
-@pytest.fixture(scope="module")
-def venue_process(tmp_path_factory: pytest.TempPathFactory) -> Iterator[VenueProcess]:
-    with running_venue(tmp_path_factory.mktemp("venue")) as venue:
-        yield venue
-
-
-@pytest.fixture
-def venue(venue_process: VenueProcess) -> VenueProcess:
-    venue_process.reset()
-    return venue_process
 
 
 def native(venue: VenueProcess, method: str, target: str) -> tuple[int, Any]:
