@@ -62,7 +62,7 @@ class Window:
 def parse_window(timestamp: str | None, recv_window: str | None) -> Window:
     """The window of a request from its ``timestamp`` and ``recvWindow`` parameters."""
     ts = parse_whole(timestamp) if timestamp else None
-    if timestamp is None or ts is None:
+    if timestamp is None or ts is None:  # both: mypy narrows ``timestamp`` by the first
         raise mandatory("timestamp")
     ts_us = ts if len(timestamp) >= _MICROSECOND_DIGITS else ts * 1000
     window_ms = Decimal(DEFAULT_WINDOW_MS)

@@ -1,4 +1,4 @@
-"""Driver calls that cannot wedge the loop: each runs on a helper thread, waited for a bounded time.
+"""Driver calls that cannot wedge the loop: each runs on a helper thread, waited for in bounds.
 
 librdkafka's transactional calls take a timeout, and one of them does not always keep it:
 ``send_offsets_to_transaction`` can block for good while the group coordinator is away or
