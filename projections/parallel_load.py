@@ -34,7 +34,6 @@ worker prints goes to stderr.
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import os
 import pickle
 import selectors
@@ -51,6 +50,7 @@ from projections.errors import HeldRowsRefused, ProjectionError
 from projections.projector import Projector
 from projections.share import Share
 from projections.store import Offsets
+from streams.heartbeat import signal_on_parent_death
 from streams.settings import Settings
 
 PARALLEL_FROM = 50_000
@@ -58,7 +58,6 @@ PARALLEL_FROM = 50_000
 MAX_WORKERS = 8
 EXIT_WAIT_S = 30.0
 """How long a worker that reported may take to close before it is killed."""
-_PR_SET_PDEATHSIG = 1
 
 
 @dataclass(frozen=True)
@@ -206,10 +205,7 @@ def _result(outcomes: dict[int, tuple[str, str]], workers: int) -> int:
 
 
 def _die_with_parent(parent: int) -> None:
-    if sys.platform.startswith("linux"):
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-    if os.getppid() != parent:  # the parent died before the line above
+    if not signal_on_parent_death(signal.SIGKILL, parent):  # the parent died first
         os._exit(1)
 
 

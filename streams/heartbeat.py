@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ctypes
 import logging
 import os
 import signal
@@ -156,22 +155,29 @@ class Heartbeat:
                 os.close(self.fd)
 
 
+def signal_on_parent_death(signum: int, parent: int) -> bool:
+    """Ask the kernel to send this process ``signum`` when its parent exits
+    (``PR_SET_PDEATHSIG``, Linux only), and say whether ``parent`` is still its parent: if
+    not, it died before the request could be made, and no signal will come."""
+    if sys.platform.startswith("linux"):
+        import ctypes  # only a supervised process pays for it, not every command's start
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.prctl(_PR_SET_PDEATHSIG, signum, 0, 0, 0) != 0:
+            log.warning(
+                "cannot ask for a signal on the parent's death (errno %d)", ctypes.get_errno()
+            )
+    return os.getppid() == parent
+
+
 def stop_with_supervisor(environ: MutableMapping[str, str] | None = None) -> bool:
     """Under ``serve`` (:data:`SUPERVISOR_ENV` set), have the kernel send this process
     SIGTERM when ``serve`` exits, and say whether ``serve`` is still there.
 
     ``False`` means it died before this process could ask (it is no longer the parent): the
     caller should not start. Read from this process's environment, the variable is removed
-    from it, so a process this one starts is not taken for a child of ``serve``. Linux only;
-    elsewhere the parent is still checked.
+    from it, so a process this one starts is not taken for a child of ``serve``.
     """
     source = os.environ if environ is None else environ
-    raw = source.pop(SUPERVISOR_ENV, "").strip()
-    supervisor = parse_whole(raw, 2**31)
-    if supervisor is None:
-        return True
-    if sys.platform.startswith("linux"):
-        libc = ctypes.CDLL(None, use_errno=True)
-        if libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0) != 0:
-            log.warning("cannot ask to stop with serve (errno %d)", ctypes.get_errno())
-    return os.getppid() == supervisor
+    supervisor = parse_whole(source.pop(SUPERVISOR_ENV, "").strip(), 2**31)
+    return supervisor is None or signal_on_parent_death(signal.SIGTERM, supervisor)

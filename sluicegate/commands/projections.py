@@ -95,17 +95,17 @@ def _share(text: str) -> Share:
         raise argparse.ArgumentTypeError(str(e)) from None
 
 
-MAX_WORKERS = 64
+WORKERS_ALLOWED = 64
 """The most ``--workers`` a rebuild starts: each is a process with its own Kafka consumer and
 PostgreSQL connection (PostgreSQL allows 100 by default), and a share holds one partition
 number at the least, so a typo of 800 for 8 is refused rather than started."""
 
 
 def _workers(text: str) -> int:
-    value = parse_whole(text.strip(), MAX_WORKERS)
+    value = parse_whole(text.strip(), WORKERS_ALLOWED)
     if not value:
         raise argparse.ArgumentTypeError(
-            f"not a number of processes (1 to {MAX_WORKERS}): {text!r}"
+            f"not a number of processes (1 to {WORKERS_ALLOWED}): {text!r}"
         )
     return value
 
