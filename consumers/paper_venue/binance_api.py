@@ -216,7 +216,7 @@ class BinanceApi:
         if not symbol:
             raise mandatory("symbol")
         order_id = bp.order_id_param(params)
-        from_id = bp.whole_param(params, "fromId") or 0
+        from_id = bp.whole_param(params, "fromId")
         since_ms = bp.whole_param(params, "startTime")
         until_ms = bp.whole_param(params, "endTime")
         limit = bp.whole_param(params, "limit")

@@ -238,23 +238,26 @@ class Exchange:
         symbol: str,
         *,
         order_id: int | None,
-        from_id: int,
+        from_id: int | None,
         limit: int,
         since_ms: int | None = None,
         until_ms: int | None = None,
     ) -> list[TradeRow]:
         """The account's visible trades on ``symbol``, optionally of one order, optionally
-        only those made from ``since_ms`` to ``until_ms`` (both included)."""
+        only those made from ``since_ms`` to ``until_ms`` (both included): at most ``limit``
+        of them, those from trade id ``from_id`` on, or the most recent ones without one
+        (as Binance's ``myTrades`` answers), oldest first either way."""
         spec = self.spec(symbol)
         return self.store.trades(
             account=account,
             symbol=spec.symbol,
             order_ids=None if order_id is None else [order_id],
-            from_id=from_id,
+            from_id=from_id or 0,
             limit=limit,
             visible_at_ms=self.clock(),
             since_ms=since_ms,
             until_ms=until_ms,
+            newest=from_id is None,
         )
 
     def balances(self, account: str) -> list[tuple[str, Decimal, Decimal]]:

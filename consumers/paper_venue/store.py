@@ -274,10 +274,12 @@ class Store:
         visible_at_ms: int | None = None,
         since_ms: int | None = None,
         until_ms: int | None = None,
+        newest: bool = False,
     ) -> list[TradeRow]:
         """Trades in id order, optionally for some orders only, or only of orders visible at
         ``visible_at_ms`` (see the quiet period in :mod:`consumers.paper_venue.engine`), or
-        only those made from ``since_ms`` to ``until_ms`` (both included)."""
+        only those made from ``since_ms`` to ``until_ms`` (both included). With a ``limit``,
+        the first ones, or the last ones if ``newest``."""
         clauses: list[str] = ["t.trade_id >= ?"]
         args: list[object] = [from_id]
         for column, value in (("t.account", account), ("t.symbol", symbol)):
@@ -301,9 +303,12 @@ class Store:
             f"SELECT {columns} FROM trades t JOIN orders o ON o.order_id = t.order_id "
             f"WHERE {' AND '.join(clauses)} ORDER BY t.trade_id"
         )
-        if limit is not None:
-            sql += f" LIMIT {int(limit)}"
-        return [from_sql(TradeRow, r) for r in self._db.execute(sql, args)]
+        if limit is None:
+            return [from_sql(TradeRow, r) for r in self._db.execute(sql, args)]
+        if newest:
+            sql += " DESC"
+        rows = [from_sql(TradeRow, r) for r in self._db.execute(f"{sql} LIMIT {int(limit)}", args)]
+        return rows[::-1] if newest else rows
 
     # -- faults ------------------------------------------------------------------------------
 

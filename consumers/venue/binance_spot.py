@@ -50,6 +50,7 @@ from consumers.venue.adapter import (
     epoch_ms,
 )
 from consumers.venue.binance_codes import Op, classify
+from consumers.venue.binance_trades import order_trades
 from consumers.venue.http import HttpAnswer, HttpSession, TransportFailure
 
 TESTNET_URL = "https://testnet.binance.vision"
@@ -249,19 +250,17 @@ class BinanceSpotClient:
         order = self._accepted(answer, lambda d: ())
         if isinstance(order, Unknown) or order.executed_quantity == 0:
             return order
-        trades = self._signed(
-            "GET",
-            "/api/v3/myTrades",
-            [("symbol", symbol), ("orderId", order.venue_order_id)],
-            attempt,
-            Op.READ,
-        )
+
+        def fetch(params: list[tuple[str, str]]) -> Any:
+            by_symbol = [("symbol", symbol), *params]
+            return self._signed("GET", "/api/v3/myTrades", by_symbol, attempt, Op.READ)
+
         fills: tuple[Fill, ...] | None = None
-        if isinstance(trades, list):
-            try:
-                fills = parse_fills(trades)
-            except (KeyError, TypeError, ValueError, ArithmeticError):
-                fills = None
+        try:
+            trades = order_trades(fetch, order.venue_order_id, order.executed_quantity)
+            fills = None if trades is None else parse_fills(trades)
+        except (KeyError, TypeError, ValueError, ArithmeticError):
+            fills = None
         return replace(order, fills=fills)
 
     def _accepted(self, answer: Any, fills: Any) -> Accepted | Unknown:

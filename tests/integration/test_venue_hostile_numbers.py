@@ -99,7 +99,10 @@ def test_my_trades_reads_from_id_start_time_end_time_and_limit(venue: VenueProce
     assert [t["orderId"] for t in every] == ids
     first_time, last_time = every[0]["time"], every[-1]["time"]
     assert trades(("fromId", str(every[1]["id"]))) == ids[1:]
-    assert trades(("limit", "2")) == ids[:2]
+    # Binance: without fromId the most recent trades, with it those from fromId on.
+    assert trades(("limit", "2")) == ids[1:]
+    assert trades(("fromId", str(every[0]["id"])), ("limit", "2")) == ids[:2]
+    assert trades(("endTime", str(last_time)), ("limit", "1")) == ids[2:]
     assert trades(("startTime", str(last_time + 1))) == []
     assert trades(("endTime", str(first_time - 1))) == []
     assert trades(("startTime", str(first_time)), ("endTime", str(last_time))) == ids
