@@ -45,7 +45,10 @@ def order_trades(fetch: Fetch, order_id: str, executed: Decimal) -> list[dict[st
             trades.extend(page)
             if len(page) < PAGE:
                 break
-            next_id = _trade_id(page[-1]) + 1
+            last = _trade_id(page[-1])
+            if last < next_id:  # the venue ignored fromId: paging would never end
+                return None
+            next_id = last + 1
         else:
             return None
     return trades if _adds_up(trades, executed) else None

@@ -111,7 +111,8 @@ READER_TUNING: dict[str, object] = {
     # as a record); the broker holds such a fetch for this long. At the default 500 ms (or
     # whatever an operator passed through) each partition's restore took about a second
     # however small: 6 partitions of 3,000 records in 5.6 to 6.6 s, 0.24 to 1.25 s with
-    # 10 ms; 1,000,000 records in 3.6 s, 2.5 s with 10 ms (4 alternated runs each).
+    # 10 ms; 1,000,000 records in 3.6 s, 2.5 s with 10 ms (4 alternated runs each, both with
+    # CONSUME_WAIT_S at 0.02 s).
     "fetch.wait.max.ms": 10,
 }
 

@@ -83,3 +83,17 @@ def test_a_full_page_whose_last_trade_has_no_usable_id_raises(
     monkeypatch.setattr(binance_trades, "PAGE", 1)
     with pytest.raises(ValueError):
         order_trades(lambda params: [{"id": bad_id, "qty": "1"}], "1", Decimal("2"))
+
+
+def test_a_venue_that_ignores_from_id_is_not_paged_forever(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(binance_trades, "PAGE", 2)
+    calls: list[object] = []
+
+    def same_page(params: list[tuple[str, str]]) -> Any:
+        calls.append(params)
+        return [{"id": 1, "qty": "1"}, {"id": 2, "qty": "1"}]
+
+    assert order_trades(same_page, "1", Decimal("4")) is None
+    assert len(calls) == 3  # the first page, then fromId 0 and fromId 3, answered the same
