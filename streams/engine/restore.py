@@ -137,6 +137,8 @@ class Restorer:
         )
         self._ends = uncommitted_consumer(settings, group_id=f"{group}-ends")
         self._admin = admin_client(settings)
+        self._located: set[str] = set()
+        """The topics whose partition leaders :attr:`_reader` has learned."""
 
     def close(self) -> None:
         self._reader.close()
@@ -357,6 +359,7 @@ class Restorer:
         position = low if start is None else start
         if high <= position:
             return 0
+        self._locate(topic, deadline)
         self._reader.assign([TopicPartition(topic, partition, position)])
         try:
             # Each consumed message is a GC-tracked object (streams/collector.py).
@@ -371,6 +374,25 @@ class Restorer:
         if restored >= TRIM_AFTER:
             release_freed_memory()
         return restored
+
+    def _locate(self, topic: str, deadline: float) -> None:
+        """Have the reader learn ``topic``'s partition leaders before its first assignment.
+
+        A reader assigned a topic it has no metadata for fetched nothing until its next
+        metadata refresh: with both cores busy, a fresh reader's first partition waited 1.01
+        to 1.04 s in 5 of 8 runs (a processor's first assignment of 3 small partitions 1.06
+        to 1.09 s in 6 of 6). Failing here costs only that wait: the assignment still works.
+        """
+        if topic in self._located:
+            return
+        try:
+            self._reader.list_topics(
+                topic, timeout=max(1.0, min(deadline - time.monotonic(), 10.0))
+            )
+        except KafkaException as e:
+            log.debug("%s: metadata not read before the restore (%s)", topic, e.args[0].str())
+            return
+        self._located.add(topic)
 
     def _read(
         self,
