@@ -16,8 +16,9 @@ import re
 from pathlib import Path
 
 _ESCAPED = range(0xDC80, 0xDD00)
-_WHOLE = re.compile("[0-9]{1,20}")
 """The surrogates ``surrogateescape`` makes of the bytes 0x80 to 0xff."""
+_WHOLE = re.compile("[0-9]{1,20}")
+"""What :func:`parse_whole` reads: ASCII digits only, few enough for any setting."""
 
 
 class NotText(ValueError):

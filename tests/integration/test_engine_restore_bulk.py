@@ -23,6 +23,7 @@ from confluent_kafka import Producer
 
 from streams.engine import restore
 from streams.engine.restore import READER_TUNING, RESTORE_BATCH, Restorer
+from streams.settings import Settings
 from tests.support.faults import Faulty
 from tests.support.kafka import create_topics, unique_settings
 
@@ -215,6 +216,18 @@ def test_a_large_restore_leaves_its_memtables_flushed(
     assert memory["memtables"] < 256 * 1024, memory
 
 
+def commit_100_records_each(settings: Settings, topic: str, partitions: int) -> None:
+    """100 records in each of ``partitions`` partitions, a committed transaction each: every
+    partition ends with a commit marker, as a changelog does."""
+    txn = Producer(settings.producer_config(**{"transactional.id": f"t-{uuid.uuid4().hex}"}))
+    txn.init_transactions(30)
+    for partition in range(partitions):
+        txn.begin_transaction()
+        for n in range(100):
+            txn.produce(topic, key=f"s/k{n}".encode(), value=b"v", partition=partition)
+        txn.commit_transaction(30)
+
+
 def test_small_partitions_are_restored_without_waiting_out_the_long_poll(tmp_path: Path) -> None:
     """A partition's restore ends when its read reaches the true end, not a fetch long poll
     later. Each changelog partition ends with a transaction's commit marker, which is never
@@ -234,13 +247,7 @@ def test_small_partitions_are_restored_without_waiting_out_the_long_poll(tmp_pat
     )
     topic = settings.topic_named("changelog")
     create_topics(settings, [(topic, partitions, True)])
-    txn = Producer(settings.producer_config(**{"transactional.id": f"t-{uuid.uuid4().hex}"}))
-    txn.init_transactions(30)
-    for partition in range(partitions):
-        txn.begin_transaction()
-        for n in range(100):
-            txn.produce(topic, key=f"s/k{n}".encode(), value=b"v", partition=partition)
-        txn.commit_transaction(30)
+    commit_100_records_each(settings, topic, partitions)
 
     restorer = Restorer(settings, f"{settings.topic_prefix}restore", bound_s=120)
     try:
@@ -287,12 +294,7 @@ def test_a_fresh_reader_does_not_wait_for_a_metadata_refresh(tmp_path: Path) -> 
     settings = unique_settings(partitions=1)
     topic = settings.topic_named("changelog")
     create_topics(settings, [(topic, 1, True)])
-    txn = Producer(settings.producer_config(**{"transactional.id": f"t-{uuid.uuid4().hex}"}))
-    txn.init_transactions(30)
-    txn.begin_transaction()
-    for n in range(100):
-        txn.produce(topic, key=f"s/k{n}".encode(), value=b"v", partition=0)
-    txn.commit_transaction(30)
+    commit_100_records_each(settings, topic, 1)
 
     took: list[float] = []
     with both_cores_busy():
