@@ -51,6 +51,18 @@ class RestoreTimedOut(StateRestoreError):
     """
 
 
+class StateStoreFailed(StreamsError):
+    """A partition's local state store (RocksDB) could not be read or written: a full or
+    read-only filesystem, an I/O error, files removed under it. The message names the store.
+
+    The instance stops. Nothing is lost and nothing is decided twice: the store is a copy of
+    the changelog, its next owner wipes it and restores it from the changelog, and what was
+    not committed is consumed and decided again. Fix what the message says (free space on
+    the filesystem of ``SLUICEGATE_STATE_DIR``, or point it at another), then start the
+    instance again (``sluicegate serve`` does, after its back-off).
+    """
+
+
 class PartitionCountChanged(StreamsError):
     """Co-partitioned topics disagree on their partition count, or differ from the count the
     state was written with. Processing must not start: keys would have moved to partitions

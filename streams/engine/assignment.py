@@ -109,7 +109,7 @@ class Assignment:
             store = self.stores.pop(partition)
             self.unrecorded.discard(partition)
             if time.monotonic() > deadline:
-                store.close()
+                store.abandon()
             elif not self._checkpoint(store, partition, deadline):
                 deadline = 0.0
 
@@ -147,7 +147,7 @@ class Assignment:
             if store is None:
                 continue
             if not keep or store.pending():
-                store.close()
+                store.abandon()
                 continue
             self._checkpoint(store, partition, deadline)
         stats.assigned = sorted(self.stores)
@@ -157,7 +157,7 @@ class Assignment:
         # Before the restorer closes: a check in flight still uses its client.
         self._checker.shutdown(wait=True)
         for store in self.stores.values():
-            store.close()
+            store.abandon()
         self.stores.clear()
 
     def count_check(self) -> Future[dict[str, int]]:

@@ -249,7 +249,7 @@ class Restorer:
                     f"topics now have {count} partitions: keys have moved; {MIGRATE}"
                 )
         except BaseException:
-            store.close()
+            store.abandon()
             raise
         return store, restored
 
@@ -289,7 +289,7 @@ class Restorer:
                 )
                 return store, kept.offset
             why = f"the store is at sequence {store.sequence()}, the checkpoint {kept.sequence}"
-            store.close()
+            store.abandon()
         log.warning("%s[%d]: checkpoint not used (%s); restoring in full", topic, partition, why)
         return PartitionStore(path, fresh=True), None
 
@@ -311,8 +311,10 @@ class Restorer:
         """
         try:
             sequence = store.flush()
-        finally:
-            store.close()
+        except BaseException:
+            store.abandon()  # the flush's error is the one to report
+            raise
+        store.close()
         changelog = self.describe(topic, partition, deadline)
         checkpoint.write(
             checkpoint.path_of(store.path),

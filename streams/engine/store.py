@@ -11,6 +11,12 @@ carry.
 RocksDB runs with the explicit options of ``rocks.py`` (bounded memory, no write-ahead log):
 what the store holds survives a restart only through :meth:`flush` and a checkpoint
 (``checkpoint.py``); a store opened without a valid checkpoint is wiped.
+
+Whatever RocksDB refuses (a full or read-only filesystem, an I/O error) is raised as
+:class:`~streams.errors.StateStoreFailed`, naming the store and what to do, and the instance
+stops. A full disk shows first in a memtable flush, which then fails every write after it;
+a write that fails is one of a transaction that already committed, so the store lacks what
+the changelog holds, and only a restore from the changelog makes them agree again.
 """
 
 from __future__ import annotations
@@ -34,6 +40,7 @@ from streams.engine.rocks import (
     USUAL,
     store_options,
 )
+from streams.errors import StateStoreFailed
 
 log = logging.getLogger("sluicegate.processor")
 
@@ -99,12 +106,15 @@ class PartitionStore:
 
     def __init__(self, path: Path, *, fresh: bool) -> None:
         """Open the store at ``path``; ``fresh`` wipes whatever an earlier owner left there."""
-        if fresh and path.exists():
-            shutil.rmtree(path)
-        path.mkdir(parents=True, exist_ok=True)
         self.path = path
-        self._db = Rdict(str(path), options=store_options())
-        self._db.set_options(ON_OPEN)
+        try:
+            if fresh and path.exists():
+                shutil.rmtree(path)
+            path.mkdir(parents=True, exist_ok=True)
+            self._db = Rdict(str(path), options=store_options())
+            self._db.set_options(ON_OPEN)
+        except Exception as e:  # rocksdict raises Exception itself, with RocksDB's message
+            raise self._failed("opening", e) from e
         self._buffer: dict[str, bytes | None] = {}
         self._bulk_level0_files = 0
         """While a bulk load runs, the level-0 files at which :meth:`write` compacts (else 0)."""
@@ -114,7 +124,10 @@ class PartitionStore:
     def get(self, store_key: str) -> bytes | None:
         if store_key in self._buffer:
             return self._buffer[store_key]
-        value = self._db.get(store_key.encode())
+        try:
+            value = self._db.get(store_key.encode())
+        except Exception as e:
+            raise self._failed("reading", e) from e
         assert value is None or isinstance(value, bytes)
         return value
 
@@ -156,7 +169,10 @@ class PartitionStore:
         bulk load, compact first once its level-0 files have piled up to its limit."""
         if self._bulk_level0_files and self.level0_files() >= self._bulk_level0_files:
             self.compact()
-        self._db.write(batch, NO_WAL)
+        try:
+            self._db.write(batch, NO_WAL)
+        except Exception as e:
+            raise self._failed("writing", e) from e
 
     @contextmanager
     def bulk_load(self, level0_files: int = BULK_LEVEL0_FILES) -> Iterator[None]:
@@ -188,7 +204,10 @@ class PartitionStore:
 
     def compact(self) -> None:
         """Compact the whole store now (waits for it)."""
-        self._db.compact_range(None, None)
+        try:
+            self._db.compact_range(None, None)
+        except Exception as e:
+            raise self._failed("compacting", e) from e
 
     def flush(self) -> int:
         """Flush the memtables to SST files and wait; the sequence number they end at.
@@ -197,7 +216,10 @@ class PartitionStore:
         :meth:`sequence` of the reopened store returns the same number (a checkpoint records
         it, so a store that lost unflushed writes is recognised).
         """
-        self._db.flush(True)
+        try:
+            self._db.flush(True)
+        except Exception as e:
+            raise self._failed("flushing", e) from e
         return self.sequence()
 
     def sequence(self) -> int:
@@ -252,14 +274,40 @@ class PartitionStore:
         return total
 
     def close(self) -> None:
-        """Close RocksDB (a second call does nothing)."""
+        """Close RocksDB (a second call does nothing); :class:`StateStoreFailed` if RocksDB
+        could not write what closing writes (the store is closed all the same)."""
         if not self._open:
             return
         self._open = False
         try:
             self._db.close()
+        except Exception as e:
+            raise self._failed("closing", e) from e
         finally:
             RELEASE.let_go()
+
+    def abandon(self) -> None:
+        """Close a store that is dropped without a checkpoint (a lost partition, an instance
+        stopping on an error): its next owner wipes it and restores it in full, so a failure
+        to close is logged, not raised over the error that got here."""
+        try:
+            self.close()
+        except StateStoreFailed as e:
+            log.warning("%s", e)
+
+    def _failed(self, doing: str, error: Exception) -> StateStoreFailed:
+        cause = str(error) or type(error).__name__
+        if "No space left" in cause:
+            advice = "its filesystem is full: free space there or set SLUICEGATE_STATE_DIR to "
+            advice += "a directory on a larger one"
+        else:
+            advice = "check that disk and that SLUICEGATE_STATE_DIR may be written, or set it "
+            advice += "to another directory"
+        return StateStoreFailed(
+            f"the state store {self.path} failed {doing} ({cause}); {advice}. The changelog "
+            "holds everything committed: the partition's next owner restores its store from "
+            "it, so nothing is lost or decided twice"
+        )
 
 
 def _text(raw: object) -> str:
