@@ -14,11 +14,13 @@ import contextlib
 import logging
 import math
 import threading
+from collections.abc import Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 
 import psycopg
 from psycopg.conninfo import conninfo_to_dict
 
+from projections import topic_ids
 from projections.db import describe_dsn
 from projections.errors import HeldRowsRefused, OffsetsMoved, ProjectionError
 from projections.handlers import Source, park
@@ -139,6 +141,12 @@ class BatchWriter:
         batch is being written."""
         assert self._store is not None
         return self._store.load_offsets(every_share=every_share)
+
+    def claim_topics(self, ids: Mapping[str, str]) -> None:
+        """Record the topics' ids, or refuse topics recreated since (``topic_ids.py``); only
+        while no batch is being written."""
+        assert self._conn is not None
+        topic_ids.claim(self._conn, self.schema, ids)
 
     def submit(
         self, per_message: list[Mapped], advance: Offsets, expected: Offsets

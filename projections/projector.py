@@ -212,7 +212,7 @@ class Projector:
             if time.monotonic() - self._sources.last_discovery > 10.0:
                 self._settle()
                 try:
-                    self._sources.assign(self._positions, only_if_changed=True)
+                    self._assign(only_if_changed=True)
                 except TopicRecreated:
                     raise
                 except ProjectionError as e:
@@ -261,7 +261,7 @@ class Projector:
         """
         self._start()
         if self._left_behind:
-            self._sources.assign(self._positions, only_if_changed=False)
+            self._assign(only_if_changed=False)
             self._left_behind = False
         target = dict(until) if until is not None else self._sources.end_offsets()
         ends = self._sources.end_offsets()
@@ -291,6 +291,14 @@ class Projector:
             self._flush_held()
         return dict(self._positions)
 
+    def check(self) -> Offsets:
+        """Connect (migrating the schema) and assign, as :meth:`run` starts, projecting
+        nothing: the stored offsets, once the topics are known to be those they were stored
+        from (ids recorded where none is yet, ``topic_ids.py``) and none lies beyond its
+        partition's end; :class:`TopicRecreated` otherwise."""
+        self._start()
+        return dict(self._positions)
+
     def end_offsets(self) -> Offsets:
         """The current read_committed end (last stable offset) of every source partition."""
         return self._sources.end_offsets()
@@ -309,7 +317,14 @@ class Projector:
         """(Re)connect, migrate, re-read the stored offsets and seek there; retry until up."""
         self._positions = self._writer.connect()
         self._ahead = dict(self._positions)
-        self._sources.assign(self._positions, only_if_changed=False)
+        self._assign(only_if_changed=False)
+
+    def _assign(self, *, only_if_changed: bool) -> None:
+        """Assign the source partitions at the stored offsets, each topic once it is known to
+        be the one its offsets were stored from (``topic_ids.py``)."""
+        self._sources.assign(
+            self._positions, only_if_changed=only_if_changed, claim=self._writer.claim_topics
+        )
 
     # -- one batch ---------------------------------------------------------------------------
 
@@ -415,4 +430,4 @@ class Projector:
     def _reload(self) -> None:
         self._positions = self._writer.stored_offsets()
         self._ahead = dict(self._positions)
-        self._sources.assign(self._positions, only_if_changed=False)
+        self._assign(only_if_changed=False)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable, Mapping
 
 from confluent_kafka import (
     Consumer,
@@ -17,6 +18,7 @@ from confluent_kafka import (
     KafkaError,
     KafkaException,
     Message,
+    TopicCollection,
     TopicPartition,
 )
 from confluent_kafka.admin import AdminClient, OffsetSpec  # type: ignore[attr-defined]
@@ -186,14 +188,23 @@ class Sources:
         (of the share, unless ``every_share``)."""
         return self.list_offsets(self.discover(every_share=every_share), _LATEST)
 
-    def assign(self, positions: Offsets, *, only_if_changed: bool) -> None:
+    def assign(
+        self,
+        positions: Offsets,
+        *,
+        only_if_changed: bool,
+        claim: Callable[[Mapping[str, str]], None],
+    ) -> None:
         """Assign every existing partition at its stored offset in ``positions`` (its earliest
         when none is stored), unless ``only_if_changed`` and the partitions are the same.
 
-        Raises :class:`TopicRecreated` when a stored offset lies beyond its partition's end."""
+        ``claim`` is given the topics' ids first (short name -> id) and raises
+        :class:`TopicRecreated` for a topic recreated since the offsets were stored
+        (``topic_ids.py``); so is a stored offset beyond its partition's end."""
         partitions = self.discover()
         if only_if_changed and partitions == self.partitions:
             return
+        claim(self.topic_ids({short for short, _ in partitions}))
         consumer = self.consumer()
         # Explicit offsets everywhere: a logical "beginning" costs the consumer an extra
         # lookup of about half a second per assignment.
@@ -226,6 +237,21 @@ class Sources:
         consumer.assign(assignment)
         self.partitions = partitions
         log.info("projecting %d partitions into schema %s", len(assignment), self.schema)
+
+    def topic_ids(self, topics: set[str]) -> dict[str, str]:
+        """The id Kafka gave each of ``topics`` (short names) when it was created."""
+        full = {self.settings.topic_named(short): short for short in topics}
+        if not full:
+            return {}
+        try:
+            described = self._admin().describe_topics(
+                TopicCollection(sorted(full)), request_timeout=10.0
+            )
+            return {full[name]: str(f.result().topic_id) for name, f in described.items()}
+        except KafkaException as e:
+            raise ProjectionError(
+                f"cannot describe the topics at {self.settings.kafka}: {e.args[0].str()}"
+            ) from e
 
     def warning(self, text: str) -> None:
         """Log a Kafka problem, once per 30 s per message."""

@@ -18,6 +18,22 @@ say() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
 
 $sg workflows apply examples/btc-breakout.toml
 
+# PostgreSQL is the machine's, Kafka's data lives in this checkout (var/): after var/ was
+# removed, or in a second checkout, the read model holds offsets of topics that no longer
+# exist, and the projector refuses to resume from them. Rebuild it from the topics as they are.
+set +e
+why=$($sg projections check 2>&1 >/dev/null)
+checked=$?
+set -e
+if [ "$checked" = 3 ]; then
+  say "the read model was projected from topics that no longer exist: rebuilding it"
+  echo "$why"
+  $sg projections rebuild --no-progress
+elif [ "$checked" != 0 ]; then
+  echo "$why" >&2
+  exit 1
+fi
+
 # serve keeps this file of "NAME PID" lines current: the demo signals one child by its pid,
 # never by matching process names (which could hit any process on the machine).
 pid_file=var/run/serve.pids

@@ -1,4 +1,5 @@
-"""``sluicegate projector`` and ``sluicegate projections rebuild [--verify]``."""
+"""``sluicegate projector``, ``sluicegate projections rebuild [--verify]`` and
+``sluicegate projections check``."""
 
 from __future__ import annotations
 
@@ -61,6 +62,25 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     rb.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     rb.set_defaults(func=cmd_rebuild)
+    check = psub.add_parser(
+        "check",
+        help="whether the projector can resume the read model from the topics as they are: "
+        f"exit 0 if so, {MUST_REBUILD} if they were recreated since (rebuild it), 1 if it "
+        "cannot tell",
+    )
+    check.add_argument(
+        "--wait",
+        type=_wait_seconds,
+        default=30.0,
+        metavar="SECONDS",
+        help="how long to wait for PostgreSQL (default 30)",
+    )
+    check.set_defaults(func=cmd_check)
+
+
+MUST_REBUILD = 3
+"""``projections check``'s exit code for a read model projected from topics that were deleted
+and created again since (or whose Kafka data was reset): only a rebuild can resume it."""
 
 
 def projector_probes(projector: Projector) -> LoopProbes:
@@ -108,6 +128,18 @@ def _workers(text: str) -> int:
             f"not a number of processes (1 to {WORKERS_ALLOWED}): {text!r}"
         )
     return value
+
+
+def _wait_seconds(text: str) -> float:
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = -1.0
+    if not 0 < seconds <= 3600:
+        raise argparse.ArgumentTypeError(
+            f"not a number of seconds (above 0, at most 3600): {text!r}"
+        )
+    return seconds
 
 
 def _logging() -> None:
@@ -193,6 +225,32 @@ def cmd_rebuild(args: argparse.Namespace) -> int:
     print(
         f"rebuilt {result.schema} from {result.messages} messages in {result.seconds:.1f} s "
         "and swapped it in",
+        file=sys.stderr,
+    )
+    return 0
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    from projections.errors import TopicRecreated
+    from sluicegate import bootstrap
+
+    settings = load_settings()
+    stop = threading.Event()
+    give_up = threading.Timer(args.wait, stop.set)  # PostgreSQL is waited for until then
+    give_up.daemon = True
+    give_up.start()
+    try:
+        with bootstrap.projector(settings, batch_size=1, stop=stop) as projector:
+            stored = projector.check()
+            schema = projector.schema
+    except TopicRecreated as e:
+        print(f"sluicegate projections check: {e}", file=sys.stderr)
+        return MUST_REBUILD
+    finally:
+        give_up.cancel()
+    print(
+        f"projections check: the read model in schema {schema} resumes from the topics as they "
+        f"are ({len(stored)} stored offsets)",
         file=sys.stderr,
     )
     return 0

@@ -1,0 +1,100 @@
+"""A read model whose topics were deleted and created again under the same names (or whose
+Kafka cluster was reset while PostgreSQL kept the read model): its stored offsets belong to
+topics that no longer exist, and the projector must not resume from them.
+
+Stored offsets beyond a partition's end were always refused. Once the new topics have grown
+past them, though, offsets alone cannot tell, and resuming would skip the new topics' first
+records for good; each topic's id (Kafka gives every topic a new one when it is created)
+tells.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import random
+import subprocess
+import sys
+from collections.abc import Iterator
+
+import pytest
+
+from projections import queries
+from projections.errors import TopicRecreated
+from projections.projector import Projector
+from projections.rebuild import rebuild
+from sluicegate.commands.projections import MUST_REBUILD
+from streams.kafka.clients import admin_client
+from streams.kafka.topics import ensure_topics
+from streams.settings import Settings
+from tests.support.history import build_history, fresh_topics, produce_history
+from tests.support.kafka import wait_until
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
+
+
+@pytest.fixture
+def settings() -> Iterator[Settings]:
+    with fresh_topics(partitions=3) as s:
+        yield s
+
+
+def recreate_topics(settings: Settings) -> None:
+    """Delete every topic of the test's prefix and create the catalogue again."""
+    admin = admin_client(settings)
+    prefix = settings.topic_prefix
+    names = [t for t in admin.list_topics(timeout=10).topics if t.startswith(prefix)]
+    for future in admin.delete_topics(names, operation_timeout=30).values():
+        future.result()
+    wait_until(
+        lambda: not any(t.startswith(prefix) for t in admin.list_topics(timeout=10).topics),
+        timeout_s=60,
+    )
+    ensure_topics(settings)
+
+
+def check(settings: Settings) -> subprocess.CompletedProcess[str]:
+    """``sluicegate projections check`` under the test's prefix."""
+    env = dict(
+        os.environ,
+        SLUICEGATE_TOPIC_PREFIX=settings.topic_prefix,
+        SLUICEGATE_PARTITIONS=str(settings.partitions),
+    )
+    command = [sys.executable, "-m", "sluicegate.cli", "projections", "check", "--wait", "20"]
+    return subprocess.run(
+        command, env=env, capture_output=True, text=True, timeout=120, check=False
+    )
+
+
+def test_topics_recreated_and_grown_past_the_stored_offsets_are_not_resumed(
+    settings: Settings,
+) -> None:
+    rng = random.Random(41)
+    produce_history(settings, build_history(rng, 6, tag="gone"), rng=rng, abort_every=0)
+    with Projector(settings) as projector:
+        stored = projector.run_until(timeout_s=60)
+
+    recreate_topics(settings)
+    produced = 0
+    with Projector(settings) as projector:
+        # Until every partition has grown past its stored offset: offsets cannot tell then.
+        while not all(projector.end_offsets().get(tp, 0) >= o for tp, o in stored.items()):
+            after = build_history(rng, 20, tag=f"new{produced}")
+            produce_history(settings, after, rng=rng, abort_every=0)
+            produced += len(after)
+        with pytest.raises(TopicRecreated, match="projections rebuild") as refused:
+            projector.run_until(timeout_s=60)
+    assert "deleted and created again" in str(refused.value)
+    checked = check(settings)
+    assert checked.returncode == MUST_REBUILD, checked.stderr
+    assert "projections rebuild" in checked.stderr
+
+    # The remedy the message names: a rebuild projects the topics as they are now, after
+    # which the projector resumes as usual.
+    rebuild(settings, stream=io.StringIO(), show_progress=False)
+    assert check(settings).returncode == 0
+    with Projector(settings) as projector:
+        projector.run_until(timeout_s=60)
+    with queries.reader(settings) as (conn, schema):
+        logged = conn.execute(f'SELECT count(*) FROM "{schema}".event_log').fetchone()
+    assert logged is not None and logged[0] == produced
