@@ -41,12 +41,13 @@ def claim(conn: psycopg.Connection[Any], schema: str, ids: Mapping[str, str]) ->
         recorded = {str(topic): str(topic_id) for topic, topic_id in rows}
         changed = sorted(t for t, i in ids.items() if recorded.get(t, i) != i)
         if changed:
-            shown = ", ".join(f"{t} (id {recorded[t]}, now {ids[t]})" for t in changed)
+            first = changed[0]
             raise TopicRecreated(
                 f"the read model in schema {schema} was projected from other topics of the "
-                f"same names: {shown}. They were deleted and created again, or Kafka's data "
-                "was reset, so the stored offsets mean nothing there. Run `sluicegate "
-                "projections rebuild` to project the topics as they are now."
+                f"same names: {', '.join(changed)} ({first} had id {recorded[first]}, now "
+                f"{ids[first]}). They were deleted and created again, or Kafka's data was "
+                "reset, so the stored offsets mean nothing there. Run `sluicegate projections "
+                "rebuild` to project the topics as they are now."
             )
         new = {t: i for t, i in ids.items() if t not in recorded}
         if new:
