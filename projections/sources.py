@@ -200,7 +200,7 @@ class Sources:
 
         ``claim`` is given the topics' ids first (short name -> id) and raises
         :class:`TopicRecreated` for a topic recreated since the offsets were stored
-        (``topic_ids.py``); so is a stored offset beyond its partition's end."""
+        (``topic_ids.py``); a stored offset beyond its partition's end raises it too."""
         partitions = self.discover()
         if only_if_changed and partitions == self.partitions:
             return

@@ -231,7 +231,8 @@ def cmd_rebuild(args: argparse.Namespace) -> int:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    from projections.errors import TopicRecreated
+    from projections.db import describe_dsn
+    from projections.errors import ProjectionError, TopicRecreated
     from sluicegate import bootstrap
 
     settings = load_settings()
@@ -246,6 +247,15 @@ def cmd_check(args: argparse.Namespace) -> int:
     except TopicRecreated as e:
         print(f"sluicegate projections check: {e}", file=sys.stderr)
         return MUST_REBUILD
+    except ProjectionError:
+        if not stop.is_set():
+            raise
+        print(
+            f"sluicegate projections check: PostgreSQL at {describe_dsn(settings.pg_dsn)} "
+            f"did not answer within {args.wait:g} s",
+            file=sys.stderr,
+        )
+        return 1
     finally:
         give_up.cancel()
     print(

@@ -53,14 +53,23 @@ def recreate_topics(settings: Settings) -> None:
     ensure_topics(settings)
 
 
-def check(settings: Settings) -> subprocess.CompletedProcess[str]:
-    """``sluicegate projections check`` under the test's prefix."""
+def check(settings: Settings, wait_s: int = 20, **env: str) -> subprocess.CompletedProcess[str]:
+    """``sluicegate projections check`` under the test's prefix, ``env`` on top."""
     env = dict(
         os.environ,
         SLUICEGATE_TOPIC_PREFIX=settings.topic_prefix,
         SLUICEGATE_PARTITIONS=str(settings.partitions),
+        **env,
     )
-    command = [sys.executable, "-m", "sluicegate.cli", "projections", "check", "--wait", "20"]
+    command = [
+        sys.executable,
+        "-m",
+        "sluicegate.cli",
+        "projections",
+        "check",
+        "--wait",
+        str(wait_s),
+    ]
     return subprocess.run(
         command, env=env, capture_output=True, text=True, timeout=120, check=False
     )
@@ -98,3 +107,14 @@ def test_topics_recreated_and_grown_past_the_stored_offsets_are_not_resumed(
     with queries.reader(settings) as (conn, schema):
         logged = conn.execute(f'SELECT count(*) FROM "{schema}".event_log').fetchone()
     assert logged is not None and logged[0] == produced
+
+
+def test_check_says_so_when_postgresql_does_not_answer(settings: Settings) -> None:
+    closed = "postgresql://sluicegate:sluicegate@127.0.0.1:1/sluicegate"  # nothing listens
+    checked = check(settings, wait_s=1, SLUICEGATE_PG_DSN=closed)
+    assert checked.returncode == 1, checked.stderr
+    last = checked.stderr.strip().splitlines()[-1]
+    assert last == (
+        "sluicegate projections check: PostgreSQL at 127.0.0.1:1/sluicegate did not answer "
+        "within 1 s"
+    )
