@@ -34,6 +34,7 @@ from consumers.paper_venue.context import Venue
 from consumers.paper_venue.engine import Exchange
 from consumers.paper_venue.errors import PaperVenueError, Refusal
 from consumers.paper_venue.faults import FaultBook, FaultSpecError, parse_fault
+from consumers.paper_venue.malformed_http import quiet_malformed_http
 from consumers.paper_venue.money import parse_whole
 from consumers.paper_venue.notify_api import NotificationSink
 from consumers.paper_venue.store import Store
@@ -136,6 +137,7 @@ def create_app(venue: Venue) -> web.Application:
                 },
             )
 
+    quiet_malformed_http()
     app = web.Application(middlewares=[render])
     app.add_routes(binance_api.BinanceApi(venue).routes())
     app.add_routes(native_api.NativeApi(venue).routes())
