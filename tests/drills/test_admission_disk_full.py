@@ -2,7 +2,7 @@
 the next start admits every occurrence exactly once.
 
 The store runs without a write-ahead log, so RocksDB writes to disk only when it flushes a
-memtable (about every 48,000 deliveries with 2 partitions): the first flush onto a full
+memtable (here about every 45,000 deliveries with 2 partitions): the first flush onto a full
 filesystem fails, and so does every write after it. By then the processor has committed
 transactions whose writes it could not apply to its store. The state directory is a 1 MiB
 tmpfs mounted in the processor's own mount namespace (``unshare``), so the test needs
