@@ -219,6 +219,9 @@ class Projector:
                     # Kafka unreachable for a moment: keep consuming what is assigned.
                     self._sources.last_discovery = time.monotonic()
                     self._sources.warning(str(e))
+                except psycopg.Error as e:  # comparing the topics' ids (topic_ids.py)
+                    self._sources.last_discovery = time.monotonic()
+                    self._reconnect_after(e)
             self._watch_siblings()
             self._step(None)
             pause.tick()
@@ -395,9 +398,7 @@ class Projector:
             try:
                 self._writer.flush_held(self._positions)
             except psycopg.Error as e:
-                log.warning("PostgreSQL error (%s): %s; reconnecting", type(e).__name__, e)
-                self.stats.reconnects += 1
-                self._connect_with_backoff()
+                self._reconnect_after(e)
 
     def _settle(self) -> bool:
         """Wait for the batch in flight; False when it failed and the consumer was re-seeked
@@ -416,9 +417,7 @@ class Projector:
         except psycopg.Error as e:
             # Connection lost, server restarted, schema dropped...: the transaction rolled
             # back (or its outcome is unknown); the stored offsets say which.
-            log.warning("PostgreSQL error (%s): %s; reconnecting", type(e).__name__, e)
-            self.stats.reconnects += 1
-            self._connect_with_backoff()
+            self._reconnect_after(e)
             return False
         self.stats.parked += parked
         self.stats.batches += 1
@@ -426,6 +425,11 @@ class Projector:
         if self.on_progress is not None:
             self.on_progress(count)
         return True
+
+    def _reconnect_after(self, error: psycopg.Error) -> None:
+        log.warning("PostgreSQL error (%s): %s; reconnecting", type(error).__name__, error)
+        self.stats.reconnects += 1
+        self._connect_with_backoff()
 
     def _reload(self) -> None:
         self._positions = self._writer.stored_offsets()

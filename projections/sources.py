@@ -198,13 +198,15 @@ class Sources:
         """Assign every existing partition at its stored offset in ``positions`` (its earliest
         when none is stored), unless ``only_if_changed`` and the partitions are the same.
 
-        ``claim`` is given the topics' ids first (short name -> id) and raises
+        ``claim`` is given the topics' ids first, every time (short name -> id), and raises
         :class:`TopicRecreated` for a topic recreated since the offsets were stored
-        (``topic_ids.py``); a stored offset beyond its partition's end raises it too."""
+        (``topic_ids.py``): topics deleted and created again between two looks have the
+        same partitions, and the assigned consumer reads them on from its old positions
+        without a word. A stored offset beyond its partition's end raises it too."""
         partitions = self.discover()
+        claim(self.topic_ids({short for short, _ in partitions}))
         if only_if_changed and partitions == self.partitions:
             return
-        claim(self.topic_ids({short for short, _ in partitions}))
         consumer = self.consumer()
         # Explicit offsets everywhere: a logical "beginning" costs the consumer an extra
         # lookup of about half a second per assignment.

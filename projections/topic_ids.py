@@ -8,9 +8,11 @@ once the new topics have grown past them nothing in the offsets tells, and the p
 would skip each partition's first records for good.
 
 So the first assignment of a topic records its id in the schema (table ``topic_ids``), and
-every assignment after it compares: a topic whose id differs raises
-:class:`~projections.errors.TopicRecreated`, whose message names the remedy (``sluicegate
-projections rebuild`` projects the topics as they are now, ids included).
+every assignment after it compares, as does a running projector's look at its topics (every
+10 s): topics deleted and created again between two looks keep their partitions, and the
+assigned consumer reads them on from its old positions without an error. A topic whose id
+differs raises :class:`~projections.errors.TopicRecreated`, whose message names the remedy
+(``sluicegate projections rebuild`` projects the topics as they are now, ids included).
 
 A schema from before this table records the ids it finds at its next assignment: topics
 recreated before that are caught only by offsets beyond a partition's end, as they were.
