@@ -21,10 +21,8 @@ $sg workflows apply examples/btc-breakout.toml
 # PostgreSQL is the machine's, Kafka's data lives in this checkout (var/): after var/ was
 # removed, or in a second checkout, the read model holds offsets of topics that no longer
 # exist, and the projector refuses to resume from them. Rebuild it from the topics as they are.
-set +e
-why=$($sg projections check 2>&1 >/dev/null)
-checked=$?
-set -e
+checked=0
+why=$($sg projections check 2>&1 >/dev/null) || checked=$?
 if [ "$checked" = 3 ]; then
   say "the read model was projected from topics that no longer exist: rebuilding it"
   echo "$why"

@@ -29,7 +29,7 @@ from streams.kafka.clients import admin_client
 from streams.kafka.topics import ensure_topics
 from streams.settings import Settings
 from tests.support.history import build_history, fresh_topics, produce_history
-from tests.support.kafka import wait_until
+from tests.support.kafka import delete_issued_topics, wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
 
@@ -42,14 +42,13 @@ def settings() -> Iterator[Settings]:
 
 def recreate_topics(settings: Settings) -> None:
     """Delete every topic of the test's prefix and create the catalogue again."""
-    admin = admin_client(settings)
     prefix = settings.topic_prefix
-    names = [t for t in admin.list_topics(timeout=10).topics if t.startswith(prefix)]
-    for future in admin.delete_topics(names, operation_timeout=30).values():
-        future.result()
+    delete_issued_topics(settings, [prefix])
+    admin = admin_client(settings)
     wait_until(
         lambda: not any(t.startswith(prefix) for t in admin.list_topics(timeout=10).topics),
         timeout_s=60,
+        what="the deleted topics to go",
     )
     ensure_topics(settings)
 
