@@ -33,6 +33,13 @@ class ProcessorFenced(StreamsError):
     """
 
 
+class InstanceAlreadyRunning(StreamsError):
+    """Another process on this host runs the same instance (same ``--instance-id``, same
+    state directory); this one stops before touching Kafka or a store. The message names
+    the process. Start this one with another ``--instance-id``, or end the other first (a
+    frozen one included: ``kill -9`` releases its lock)."""
+
+
 class StateRestoreError(StreamsError):
     """A partition's state could not be restored from its changelog; processing must not start.
 

@@ -83,6 +83,7 @@ from streams.engine.assignment import Assignment
 from streams.engine.batch import Answer, Input, ProcessorStats, Timer, read
 from streams.engine.clients import Clients
 from streams.engine.effects import EffectRunner, is_effectful
+from streams.engine.instance_lock import InstanceLock
 from streams.engine.restore import RESTORE_MARGIN_S, Restorer
 from streams.engine.status import InstanceStatus, Phase
 from streams.engine.transacting import Transactor
@@ -159,12 +160,10 @@ class Processor(Generic[S, C, E]):
             f"{group}-restore-{instance_id}",
             bound_s=transaction_timeout_ms / 1000 + RESTORE_MARGIN_S,
         )
+        directory = Path(settings.state_dir) / app.name / instance_id
+        self._lock = InstanceLock(directory, self.who)
         self._held = Assignment(
-            restorer,
-            app.input_topics,
-            app.changelog_topic,
-            Path(settings.state_dir) / app.name / instance_id,
-            self.who,
+            restorer, app.input_topics, app.changelog_topic, directory, self.who
         )
         armed = failpoints.from_env()
         self.effects: EffectRunner | None = None
@@ -200,9 +199,13 @@ class Processor(Generic[S, C, E]):
         ends any of these waits.
         """
         try:
+            # Before the producer: its init_transactions would fence the instance that
+            # holds the lock (instance_lock.py).
+            self._lock.acquire()
             answered = self._clients.init_producer_once_answered(self.stop_event)
-        except StreamsError as e:  # fenced or fatal: no retry can help
+        except StreamsError as e:  # running already, fenced or fatal: no retry can help
             self.status.enter(Phase.STOPPED, f"{type(e).__name__}: {e}")
+            self._lock.release()
             raise
         if not answered:  # stopped while the broker did not answer
             self.status.enter(Phase.STOPPED)
@@ -279,18 +282,22 @@ class Processor(Generic[S, C, E]):
         self.status.holding(tuple(self.stats.assigned))
 
     def _close(self) -> None:
-        if self.effects is not None:
-            self.effects.close()
         try:
-            self._clients.consumer.close()
-        finally:
-            self._held.close()
-            self._held.restorer.close()
+            if self.effects is not None:
+                self.effects.close()
             try:
-                self._clients.producer.flush(5)
-            except KafkaException as e:
-                # Already failed (e.g. fenced): the error that stopped us is the one to report.
-                log.debug("flush on close: %s", e.args[0].str())
+                self._clients.consumer.close()
+            finally:
+                self._held.close()
+                self._held.restorer.close()
+                try:
+                    self._clients.producer.flush(5)
+                except KafkaException as e:
+                    # Already failed (e.g. fenced): the error that stopped us is the one to
+                    # report.
+                    log.debug("flush on close: %s", e.args[0].str())
+        finally:
+            self._lock.release()  # every store closed (or given up): another may open them
         log.info("processor %s stopped", self.who)
 
     # -- one batch -------------------------------------------------------------------------

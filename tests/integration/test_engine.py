@@ -7,6 +7,7 @@ timers, without the admission core.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import random
 import threading
@@ -120,7 +121,10 @@ def test_a_second_instance_with_the_same_id_fences_the_first(
     thread.start()
     wait_until(lambda: first.stats.records >= 1)
 
-    second = Processor(settings, app, instance_id="same")
+    # As on another host: on this one, the first's lock on its state directory would stop
+    # the second before it touches Kafka (test_instance_lock.py).
+    elsewhere = dataclasses.replace(settings, state_dir=settings.state_dir / "elsewhere")
+    second = Processor(elsewhere, app, instance_id="same")
     second_thread = start(second)
     # The second holds partitions only after it initialised its transactions, which fences
     # the first. Records produced before that could all be committed by the first, which
