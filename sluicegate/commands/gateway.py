@@ -18,6 +18,7 @@ from consumers.gateway.operator import send_commands
 from consumers.gateway.settings import GatewaySettings
 from schemas.commands import RecoverRun
 from sluicegate.commands import engine
+from sluicegate.commands.options import wait_seconds
 from sluicegate.output import print_json, print_table
 from streams.clock import wall_clock_ms
 from streams.engine import failpoints
@@ -58,7 +59,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "before the venue was asked",
     )
     recover.add_argument(
-        "--wait", type=float, default=15.0, metavar="SECONDS", help="wait for the receipts"
+        "--wait", type=wait_seconds, default=15.0, metavar="SECONDS", help="wait for the receipts"
     )
     recover.add_argument("--json", action="store_true")
     recover.set_defaults(func=cmd_recover)

@@ -15,6 +15,7 @@ from consumers.gateway.operator import RESOLUTIONS, run_of, send_commands
 from projections.errors import NotInProjection
 from schemas.commands import ResolveHold
 from sluicegate.commands.gateway import operator_name, wait_for
+from sluicegate.commands.options import wait_seconds
 from sluicegate.errors import SluicegateError
 from sluicegate.output import print_json, print_table
 from streams.clock import wall_clock_ms
@@ -39,7 +40,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "it never reached the venue; the gateway may send it once more), abandon (close it; "
         "nothing more is sent)",
     )
-    resolve.add_argument("--wait", type=float, default=15.0, metavar="SECONDS")
+    resolve.add_argument("--wait", type=wait_seconds, default=15.0, metavar="SECONDS")
     resolve.add_argument("--json", action="store_true")
     resolve.set_defaults(func=cmd_holds_resolve)
 

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from projections.share import Share
 from sluicegate.commands.engine import add_health_option, serve_probes
+from sluicegate.commands.options import positive_wait_seconds
 from sluicegate.probes import LoopProbes
 from streams.heartbeat import Heartbeat
 from streams.settings import load_settings
@@ -70,7 +71,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     check.add_argument(
         "--wait",
-        type=_wait_seconds,
+        type=positive_wait_seconds,
         default=30.0,
         metavar="SECONDS",
         help="how long to wait for PostgreSQL (default 30)",
@@ -128,18 +129,6 @@ def _workers(text: str) -> int:
             f"not a number of processes (1 to {WORKERS_ALLOWED}): {text!r}"
         )
     return value
-
-
-def _wait_seconds(text: str) -> float:
-    try:
-        seconds = float(text)
-    except ValueError:
-        seconds = -1.0
-    if not 0 < seconds <= 3600:
-        raise argparse.ArgumentTypeError(
-            f"not a number of seconds (above 0, at most 3600): {text!r}"
-        )
-    return seconds
 
 
 def _logging() -> None:

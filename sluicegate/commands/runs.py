@@ -19,6 +19,7 @@ from projections.errors import ProjectionError
 from schemas.codec import encode
 from schemas.commands import AuthorizeRerun
 from schemas.topics import DELIVERIES
+from sluicegate.commands.options import wait_seconds
 from sluicegate.output import clip, print_json, print_pairs, print_table
 from streams.clock import wall_clock_ms
 from streams.kafka.clients import idempotent_producer
@@ -41,7 +42,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     rerun.add_argument("--reason", required=True, help="why (kept with the new run)")
     rerun.add_argument(
         "--wait",
-        type=float,
+        type=wait_seconds,
         default=10.0,
         metavar="SECONDS",
         help="wait this long for the new run to appear (0: do not wait; default 10)",

@@ -111,6 +111,45 @@ def test_a_number_argument_that_is_not_ascii_digits_in_range_is_a_usage_error(
     assert said in err and "Traceback" not in err
 
 
+@pytest.mark.parametrize(
+    "argv",
+    [
+        [*command, "--wait", value]
+        for command in (
+            ["runs", "rerun", "run-1", "--reason", "r"],
+            ["recover"],
+            ["holds", "resolve", "action-1", "--reason", "r"],
+            ["projections", "check"],
+        )
+        for value in ("nan", "inf", "-1", "3601", "1e400", "\u00b2", "")
+    ],
+    ids=lambda v: " ".join(v[:2] + v[-1:]),
+)
+def test_a_wait_that_is_not_a_number_of_seconds_up_to_an_hour_is_a_usage_error(
+    argv: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``float`` takes ``nan`` (which then waited not at all, and said it waited "nan s"),
+    ``inf`` (forever) and negatives."""
+    with pytest.raises(SystemExit) as exited:
+        cli.main(argv)
+    assert exited.value.code == 2
+    err = capsys.readouterr().err
+    assert "error: argument --wait: not a number of seconds" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    ("argv", "seconds"),
+    [
+        (["runs", "rerun", "run-1", "--reason", "r", "--wait", "0"], 0.0),
+        (["recover", "--wait", "2.5"], 2.5),
+        (["holds", "resolve", "action-1", "--reason", "r"], 15.0),
+        (["projections", "check", "--wait", " 3600 "], 3600.0),
+    ],
+)
+def test_a_wait_in_range_is_taken(argv: list[str], seconds: float) -> None:
+    assert cli.build_parser().parse_args(argv).wait == seconds
+
+
 def test_a_file_argument_may_name_a_path_that_is_not_utf8(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
