@@ -45,6 +45,7 @@ from projections.db import schema_name
 from projections.errors import OffsetsMoved, ProjectionError, TopicRecreated
 from projections.handlers import Source, park, project
 from projections.model import RowOp
+from projections.retry import FailuresInARow, one_line
 from projections.share import Share
 from projections.siblings import SiblingWatch
 from projections.sources import Sources, source_topics
@@ -118,7 +119,10 @@ class Projector:
         durable_batches: bool = True,
         held_rows: int = 0,
         share: Share | None = None,
+        pause: Callable[[float], object] | None = None,
     ) -> None:
+        """``pause(seconds)`` waits between failures in a row (``retry.py``); by default it
+        is :attr:`stop`'s ``wait``, which a stop ends early."""
         self.settings = settings
         self.share = share
         self.schema = schema or schema_name(settings.topic_prefix)
@@ -129,6 +133,9 @@ class Projector:
         self.on_progress = on_progress
         self.durable_batches = durable_batches
         self.stats = ProjectorStats()
+        self._pause = pause or self.stop.wait
+        self._failures = FailuresInARow()
+        self._pausing = False
         self._writer = BatchWriter(
             settings,
             self.schema,
@@ -189,8 +196,8 @@ class Projector:
     @property
     def waiting_for_postgresql(self) -> bool:
         """Whether the projector is (re)connecting to PostgreSQL now, retrying while it is
-        unavailable."""
-        return self._writer.connecting
+        unavailable, or waiting to try again after PostgreSQL refused batches in a row."""
+        return self._writer.connecting or self._pausing
 
     def positions(self) -> Offsets:
         """The next offset per (short topic, partition) as last stored by this projector."""
@@ -399,6 +406,7 @@ class Projector:
                 self._writer.flush_held(self._positions)
             except psycopg.Error as e:
                 self._reconnect_after(e)
+        self._failures.succeeded()
 
     def _settle(self) -> bool:
         """Wait for the batch in flight; False when it failed and the consumer was re-seeked
@@ -419,6 +427,7 @@ class Projector:
             # back (or its outcome is unknown); the stored offsets say which.
             self._reconnect_after(e)
             return False
+        self._failures.succeeded()
         self.stats.parked += parked
         self.stats.batches += 1
         self.stats.messages += count
@@ -427,8 +436,27 @@ class Projector:
         return True
 
     def _reconnect_after(self, error: psycopg.Error) -> None:
-        log.warning("PostgreSQL error (%s): %s; reconnecting", type(error).__name__, error)
+        """Reconnect after PostgreSQL refused a batch (or the look at the topics' ids): at
+        once after a first failure, after a pause disconnected after each further one in a
+        row (``retry.py``); one warning line each."""
         self.stats.reconnects += 1
+        wait_s = self._failures.failed()
+        what = f"PostgreSQL error ({type(error).__name__}): {one_line(error)}"
+        if not wait_s:
+            log.warning("%s; reconnecting", what)
+        else:
+            log.warning(
+                "%s; failed %d times in a row, reconnecting in %g s",
+                what,
+                self._failures.count,
+                wait_s,
+            )
+            self._writer.disconnect()
+            self._pausing = True
+            try:
+                self._pause(wait_s)
+            finally:
+                self._pausing = False
         self._connect_with_backoff()
 
     def _reload(self) -> None:

@@ -29,6 +29,7 @@ import pytest
 from projections.compare import compare_schemas
 from projections.db import connect, schema_name
 from projections.errors import ProjectionError
+from projections.migrate import migrate
 from projections.projector import Projector
 from projections.rebuild import stored_offsets
 from projections.store import Offsets
@@ -247,4 +248,60 @@ def test_postgres_restart_mid_stream_leaves_the_same_tables(settings: Settings) 
         projector.close()
     assert not thread.errors  # type: ignore[attr-defined]
     assert projector.stats.reconnects >= 1
+    assert_same_as_uninterrupted(settings)
+
+
+REFUSE = """
+CREATE FUNCTION {schema}.refuse() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN
+  RAISE EXCEPTION 'could not extend file: No space left on device'
+    USING ERRCODE = 'disk_full', HINT = 'Check free disk space.';
+END $$;
+CREATE TRIGGER full_disk BEFORE INSERT ON {schema}.event_log
+  FOR EACH STATEMENT EXECUTE FUNCTION {schema}.refuse();
+"""
+
+
+def test_a_batch_postgresql_keeps_refusing_is_retried_backing_off(
+    settings: Settings, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A full disk (here a trigger raising PostgreSQL's own ``disk_full`` on every COPY into
+    event_log) refuses every batch for as long as it lasts. The projector reconnected and
+    tried again at once, about 2.5 times a second, each time with a warning of three lines
+    (91 in 40 s on a tablespace that was really full); it waits 1 s doubling to 30 s
+    between failures in a row now, disconnected (not ready, alive), one line each, and
+    resumes exactly once a batch goes in. The back-off's waits are the test's: no sleep."""
+    rng = random.Random(5)
+    produce_history(settings, build_history(rng, 60), rng=rng, transaction_size=100)
+    schema = schema_name(settings.topic_prefix)
+    with connect(settings.pg_dsn, autocommit=True) as conn:
+        migrate(conn, schema, settings.topic_prefix)
+        conn.execute(REFUSE.format(schema=schema))
+    waits: list[tuple[float, bool, bool]] = []
+
+    def pause(seconds: float) -> bool:
+        waits.append((seconds, projector.waiting_for_postgresql, projector.connected))
+        if len(waits) == 6:  # room again
+            with connect(settings.pg_dsn, autocommit=True) as conn:
+                conn.execute(f"DROP TRIGGER full_disk ON {schema}.event_log")
+                conn.execute(f"DROP FUNCTION {schema}.refuse()")
+        return False
+
+    projector = Projector(settings, batch_size=200, pause=pause)
+    ends = projector.end_offsets()
+    caplog.set_level("WARNING", logger="sluicegate.projector")
+    thread = _run_in_thread(projector)
+    try:
+        _wait_until(lambda: _caught_up(settings, schema, ends), 60, "catching up")
+    finally:
+        projector.stop.set()
+        thread.join(15)
+        projector.close()
+    assert not thread.errors  # type: ignore[attr-defined]
+    assert waits == [(s, True, False) for s in (1.0, 2.0, 4.0, 8.0, 16.0, 30.0)]
+    assert projector.stats.reconnects == 7
+    refused = [r.getMessage() for r in caplog.records if "DiskFull" in r.getMessage()]
+    assert len(refused) == 7
+    assert all("\n" not in m and "Check free disk space" in m for m in refused), refused
+    assert refused[0].endswith("; reconnecting")
+    assert refused[-1].endswith("; failed 7 times in a row, reconnecting in 30 s")
     assert_same_as_uninterrupted(settings)
