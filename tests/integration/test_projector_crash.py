@@ -175,6 +175,14 @@ def _run_in_thread(projector: Projector) -> threading.Thread:
     return thread
 
 
+def _stop(projector: Projector, thread: threading.Thread) -> None:
+    """Stop a projector :func:`_run_in_thread` runs; what it raised fails the test."""
+    projector.stop.set()
+    thread.join(15)
+    projector.close()
+    assert not thread.errors  # type: ignore[attr-defined]
+
+
 def test_connections_killed_mid_stream_leave_the_same_tables(settings: Settings) -> None:
     rng = random.Random(4)
     history = build_history(rng, 500)
@@ -195,10 +203,7 @@ def test_connections_killed_mid_stream_leave_the_same_tables(settings: Settings)
             terminated += terminate_projector_backends(settings, schema)
         _wait_until(lambda: _caught_up(settings, schema, ends), 60, "catching up")
     finally:
-        projector.stop.set()
-        thread.join(15)
-        projector.close()
-    assert not thread.errors  # type: ignore[attr-defined]
+        _stop(projector, thread)
     assert terminated >= 3
     assert projector.stats.reconnects >= 1
     assert_same_as_uninterrupted(settings)
@@ -243,10 +248,7 @@ def test_postgres_restart_mid_stream_leaves_the_same_tables(settings: Settings) 
         subprocess.run([*root, "pg_ctlcluster", version, "main", "restart"], check=True, timeout=60)
         _wait_until(lambda: _caught_up(settings, schema, ends), 90, "catching up after restart")
     finally:
-        projector.stop.set()
-        thread.join(15)
-        projector.close()
-    assert not thread.errors  # type: ignore[attr-defined]
+        _stop(projector, thread)
     assert projector.stats.reconnects >= 1
     assert_same_as_uninterrupted(settings)
 
@@ -293,10 +295,7 @@ def test_a_batch_postgresql_keeps_refusing_is_retried_backing_off(
     try:
         _wait_until(lambda: _caught_up(settings, schema, ends), 60, "catching up")
     finally:
-        projector.stop.set()
-        thread.join(15)
-        projector.close()
-    assert not thread.errors  # type: ignore[attr-defined]
+        _stop(projector, thread)
     assert waits == [(s, True, False) for s in (1.0, 2.0, 4.0, 8.0, 16.0, 30.0)]
     assert projector.stats.reconnects == 7
     refused = [r.getMessage() for r in caplog.records if "DiskFull" in r.getMessage()]
