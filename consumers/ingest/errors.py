@@ -222,6 +222,14 @@ class ClientDisconnected(RequestRefused):
     code = "client_disconnected"
 
 
+class TooManyConnections(RequestRefused):
+    """A listener holds ``SLUICEGATE_INGEST_MAX_CONNECTIONS`` open connections: the next is
+    answered this at once, without its request being read, and closed (``listener.py``)."""
+
+    status = 503
+    code = "too_many_connections"
+
+
 class InternalError(RequestRefused):
     """A fault of the server itself; logged with its traceback, never caused by input."""
 

@@ -32,6 +32,7 @@ from aiohttp import web
 
 from consumers.ingest.app import create_app
 from consumers.ingest.errors import IngestSettingsError
+from consumers.ingest.listener import CappedSite, fit_descriptors
 from consumers.ingest.settings import IngestSettings
 from streams.heartbeat import Heartbeat
 from streams.settings import Settings
@@ -103,24 +104,41 @@ async def serve(
     """Serve until ``stop`` is set, then shut down gracefully (see the module docstring)."""
     runners: list[web.AppRunner] = []
     try:
+        listeners = 1 if limits.read_http is None or read_app is None else 2
+        limit = fit_descriptors(limits.max_connections, listeners)
         app = create_app(settings, limits=limits)
-        runner = web.AppRunner(app, access_log=None, shutdown_timeout=shutdown_timeout_s)
+        runner = web.AppRunner(
+            app,
+            access_log=None,
+            shutdown_timeout=shutdown_timeout_s,
+            keepalive_timeout=limits.idle_timeout_s,  # also the deadline of a request head
+        )
         await runner.setup()
         runners.append(runner)
         # A burst of senders (one connection each) must not overflow the accept queue. No
         # reuse_port: the replay guard is per process, so two processes on one port would let
         # a replayed signature through whichever process had not seen it.
-        await _listen(runner, "SLUICEGATE_HTTP", settings.http_host, settings.http_port, 2048)
+        await _listen(
+            runner,
+            "SLUICEGATE_HTTP",
+            settings.http_host,
+            settings.http_port,
+            backlog=2048,
+            limit=limit,
+        )
         if limits.read_http is None:
             log.info("read API switched off (SLUICEGATE_READ_HTTP=off)")
         elif read_app is not None:
             read_runner = web.AppRunner(
-                read_app, access_log=None, shutdown_timeout=shutdown_timeout_s
+                read_app,
+                access_log=None,
+                shutdown_timeout=shutdown_timeout_s,
+                keepalive_timeout=limits.idle_timeout_s,
             )
             await read_runner.setup()
             runners.append(read_runner)
             host, port = limits.read_http
-            await _listen(read_runner, "SLUICEGATE_READ_HTTP", host, port, 128)
+            await _listen(read_runner, "SLUICEGATE_READ_HTTP", host, port, backlog=128, limit=limit)
             if limits.read_token is None and not _is_loopback(host):
                 log.warning(
                     "the read API listens beyond this machine without SLUICEGATE_READ_TOKEN: "
@@ -135,8 +153,10 @@ async def serve(
         log.info("stopped")
 
 
-async def _listen(runner: web.AppRunner, var: str, host: str, port: int, backlog: int) -> None:
-    site = web.TCPSite(runner, host, port, reuse_address=True, backlog=backlog)
+async def _listen(
+    runner: web.AppRunner, var: str, host: str, port: int, *, backlog: int, limit: int
+) -> None:
+    site = CappedSite(runner, host, port, backlog=backlog, limit=limit)
     try:
         await site.start()
     except OSError as e:
@@ -144,7 +164,8 @@ async def _listen(runner: web.AppRunner, var: str, host: str, port: int, backlog
             f"{var}={host}:{port}: cannot listen there ({e.strerror or e}); choose a free local "
             "address" + (" or set it to off" if var == "SLUICEGATE_READ_HTTP" else "")
         ) from None
-    log.info("listening", extra={"fields": {"listener": var, "http": f"http://{host}:{port}"}})
+    fields = {"listener": var, "http": f"http://{host}:{port}", "max_connections": limit}
+    log.info("listening", extra={"fields": fields})
 
 
 def _is_loopback(host: str) -> bool:

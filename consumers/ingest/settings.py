@@ -9,6 +9,8 @@
 | ``SLUICEGATE_INGEST_ACK_TIMEOUT`` | 2s | server-side budget for lookup + broker ack, then 503 |
 | ``SLUICEGATE_INGEST_MAX_WAIT`` | 10s | the largest ``?wait=`` a sender may ask for |
 | ``SLUICEGATE_INGEST_BODY_TIMEOUT`` | 10s | time a client has to upload its body, then 408 |
+| ``SLUICEGATE_INGEST_IDLE_TIMEOUT`` | 15s | time a connection has to send a request head |
+| ``SLUICEGATE_INGEST_MAX_CONNECTIONS`` | 4096 | open connections per listener, then 503 |
 
 Durations are written ``250ms``, ``2s``, ``1.5s``, ``5m`` or as plain seconds, in ASCII
 digits only (``float()`` would also take the digits of other scripts).
@@ -48,6 +50,8 @@ class IngestSettings:
     ack_timeout_s: float = 2.0
     max_wait_s: float = 10.0
     body_timeout_s: float = 10.0
+    idle_timeout_s: float = 15.0
+    max_connections: int = 4096
     retry_after_s: int = 2
     # The read API's listener, or None when it is switched off.
     read_http: tuple[str, int] | None = ("127.0.0.1", 8081)
@@ -70,9 +74,22 @@ class IngestSettings:
             ack_timeout_s=_duration(env, "SLUICEGATE_INGEST_ACK_TIMEOUT", "2s", 0.1, 30),
             max_wait_s=_duration(env, "SLUICEGATE_INGEST_MAX_WAIT", "10s", 0, 60),
             body_timeout_s=_duration(env, "SLUICEGATE_INGEST_BODY_TIMEOUT", "10s", 0.1, 300),
+            idle_timeout_s=_duration(env, "SLUICEGATE_INGEST_IDLE_TIMEOUT", "15s", 0.5, 3600),
+            max_connections=_max_connections(env),
             read_http=_read_http(env),
             read_token=_read_token(env),
         )
+
+
+def _max_connections(env: Mapping[str, str]) -> int:
+    raw = env.get("SLUICEGATE_INGEST_MAX_CONNECTIONS", "4096").strip()
+    limit = parse_whole(raw, 1_000_000)
+    if not limit:
+        raise IngestSettingsError(
+            f"SLUICEGATE_INGEST_MAX_CONNECTIONS={raw!r} must be a whole number of connections "
+            "from 1 to 1000000"
+        )
+    return limit
 
 
 def _read_http(env: Mapping[str, str]) -> tuple[str, int] | None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import importlib.util
 import logging
+import resource
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -22,6 +23,7 @@ from aiohttp.test_utils import TestClient, TestServer
 from consumers.ingest.app import create_app
 from consumers.ingest.auth import sign
 from consumers.ingest.errors import BrokerUnavailable, IngestSettingsError
+from consumers.ingest.listener import connection_budget
 from consumers.ingest.outcomes import Outcome
 from consumers.ingest.settings import IngestSettings, parse_duration_s
 from schemas.commands import AdmitDelivery
@@ -795,6 +797,45 @@ def test_answers_before_authentication_do_not_depend_on_the_configuration(
         assert 400 <= known[0] < 500
 
     run(scenario, workflows=(tv,), environ={"TV_TOKEN": "t"})
+
+
+def test_the_connection_settings() -> None:
+    default = IngestSettings.from_env({})
+    assert (default.idle_timeout_s, default.max_connections) == (15.0, 4096)
+    custom = IngestSettings.from_env(
+        {"SLUICEGATE_INGEST_IDLE_TIMEOUT": "500ms", "SLUICEGATE_INGEST_MAX_CONNECTIONS": "20"}
+    )
+    assert (custom.idle_timeout_s, custom.max_connections) == (0.5, 20)
+    for var, value in (
+        ("SLUICEGATE_INGEST_IDLE_TIMEOUT", "0s"),
+        ("SLUICEGATE_INGEST_IDLE_TIMEOUT", "2h"),
+        ("SLUICEGATE_INGEST_MAX_CONNECTIONS", "0"),
+        ("SLUICEGATE_INGEST_MAX_CONNECTIONS", "-5"),
+        ("SLUICEGATE_INGEST_MAX_CONNECTIONS", "\u00b2"),
+        ("SLUICEGATE_INGEST_MAX_CONNECTIONS", "1000001"),
+    ):
+        with pytest.raises(IngestSettingsError, match=var):
+            IngestSettings.from_env({var: value})
+
+
+INFINITY = resource.RLIM_INFINITY
+
+
+@pytest.mark.parametrize(
+    ("wanted", "listeners", "soft", "hard", "budget"),
+    [
+        (4096, 2, 20_000, 20_000, (4096, 20_000)),  # fits: nothing changes
+        (4096, 2, 1024, 524_288, (4096, 8448)),  # the soft limit raised to fit
+        (4096, 1, 1024, 2048, (1792, 2048)),  # raised to the hard limit, fewer connections
+        (4096, 2, 1024, INFINITY, (4096, 8448)),
+        (10, 1, INFINITY, INFINITY, (10, INFINITY)),
+        (4096, 2, 100, 200, (1, 200)),  # never less than one
+    ],
+)
+def test_the_connections_a_listener_holds_fit_the_descriptor_limit(
+    wanted: int, listeners: int, soft: int, hard: int, budget: tuple[int, int]
+) -> None:
+    assert connection_budget(wanted, listeners, soft, hard) == budget
 
 
 def test_the_read_listener_settings() -> None:
