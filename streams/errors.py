@@ -48,6 +48,13 @@ class StateRestoreError(StreamsError):
     """
 
 
+class ChangelogDeletesRecords(StateRestoreError):
+    """The instance's changelog lets the broker delete records (``cleanup.policy`` with
+    ``delete`` and a finite retention): state restored from it may have forgotten what it
+    decided, so the instance stops before deciding anything. The message names the topic
+    and the command that makes it compacted only."""
+
+
 class RestoreTimedOut(StateRestoreError):
     """A restore did not finish within its bound (the transaction timeout + 30 s): Kafka was
     out of reach, or a transaction on the partition's offsets or changelog stayed open.

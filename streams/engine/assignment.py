@@ -57,10 +57,12 @@ class Assignment:
     def assign(
         self, consumer: Consumer, partitions: Sequence[TopicPartition], stats: ProcessorStats
     ) -> None:
-        """Check counts, read stable offsets, restore every store, assign at those offsets."""
+        """Check counts and the changelog's cleanup policy, read stable offsets, restore every
+        store, assign at those offsets."""
         started = time.monotonic()
         deadline = started + self.restorer.bound_s
         self.partitions = self.restorer.common_count([*self.input_topics, self.changelog_topic])
+        self.restorer.check_changelog(self.changelog_topic)
         committed = self.restorer.committed(consumer, partitions, deadline)
         count = 0
         done: list[int] = []

@@ -66,6 +66,7 @@ from confluent_kafka.admin import ConfigResource, ResourceType  # type: ignore[a
 from streams import collector
 from streams.clock import wall_clock_ms
 from streams.engine import checkpoint
+from streams.engine.changelog_policy import check_changelog
 from streams.engine.checkpoint import CheckpointError
 from streams.engine.heap import release_freed_memory
 from streams.engine.store import PARTITIONS_KEY, PartitionStore
@@ -137,6 +138,7 @@ class Restorer:
         )
         self._ends = uncommitted_consumer(settings, group_id=f"{group}-ends")
         self._admin = admin_client(settings)
+        self._bootstrap = settings.kafka
         self._located: set[str] = set()
         """The topics whose partition leaders :attr:`_reader` has learned."""
 
@@ -175,6 +177,11 @@ class Restorer:
             shown = ", ".join(f"{t} has {n} partitions" for t, n in counts.items())
             raise PartitionCountChanged(f"co-partitioned topics disagree ({shown}); {MIGRATE}")
         return next(iter(counts.values()))
+
+    def check_changelog(self, topic: str) -> None:
+        """:class:`~streams.errors.ChangelogDeletesRecords` if the broker may delete
+        ``topic``'s records (``changelog_policy.py``)."""
+        check_changelog(self._admin, topic, self._bootstrap, timeout_s=10.0)
 
     # -- 2. stable committed offsets -------------------------------------------------------
 

@@ -1,0 +1,72 @@
+"""Whether a changelog topic keeps every state its instance may need again.
+
+A state store is only as complete as its changelog. Compaction keeps the last record of
+every key, so a compacted changelog restores every state; ``delete`` in ``cleanup.policy``
+with a finite ``retention.ms`` or ``retention.bytes`` lets the broker drop whole segments,
+and a store restored from what is left has forgotten the states in them (an admission
+record: its occurrence would be admitted again; a journal entry: its order sent again).
+``topics ensure`` creates changelogs compacted but never changes an existing topic, so one
+created beforehand (a broker's ``auto.create.topics.enable``) or altered by hand is found
+only by looking: every assignment looks (``restore.py``).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import (  # type: ignore[attr-defined]
+    AdminClient,
+    ConfigResource,
+    ResourceType,
+)
+
+from streams.errors import ChangelogDeletesRecords
+
+log = logging.getLogger("sluicegate.processor")
+
+KAFKA_DEFAULTS = {"cleanup.policy": "delete", "retention.ms": "604800000", "retention.bytes": "-1"}
+"""What a topic has that does not set these itself (Kafka's broker defaults)."""
+
+LIMITS = ("retention.ms", "retention.bytes")
+
+
+def deletes_records(config: Mapping[str, str]) -> str | None:
+    """Why a topic with ``config`` may lose records to deletion (its policy and finite
+    limits, as ``cleanup.policy=..., retention.ms=...``), or ``None`` if it keeps them."""
+    policy = config.get("cleanup.policy", KAFKA_DEFAULTS["cleanup.policy"])
+    if "delete" not in (part.strip() for part in policy.split(",")):
+        return None
+    finite = [
+        f"{limit}={value}"
+        for limit in LIMITS
+        if (value := config.get(limit, KAFKA_DEFAULTS[limit]).strip()) != "-1"
+    ]
+    return ", ".join([f"cleanup.policy={policy}", *finite]) if finite else None
+
+
+def check_changelog(admin: AdminClient, topic: str, bootstrap: str, timeout_s: float) -> None:
+    """Raise :class:`ChangelogDeletesRecords` if ``topic``'s configuration lets the broker
+    delete its records. A configuration that cannot be read (no ``DescribeConfigs`` right,
+    the broker slow to answer) is logged and passed over: this is a safeguard against a
+    misconfiguration, and the restore that follows meets an unreachable broker anyway."""
+    resource = ConfigResource(ResourceType.TOPIC, topic)
+    try:
+        (future,) = admin.describe_configs([resource], request_timeout=timeout_s).values()
+        config = {name: entry.value for name, entry in future.result(timeout_s).items()}
+    except (KafkaException, TimeoutError) as e:
+        log.warning(
+            "%s: cannot read its configuration (%s); its cleanup policy is unchecked", topic, e
+        )
+        return
+    why = deletes_records(config)
+    if why is not None:
+        raise ChangelogDeletesRecords(
+            f"{topic} lets the broker delete records ({why}): a state restored from it may "
+            "have forgotten what was decided (an occurrence would be admitted again, an "
+            "order sent again), so this instance decides nothing. Make it compacted only: "
+            f"kafka-configs.sh --bootstrap-server {bootstrap} --alter --entity-type topics "
+            f"--entity-name {topic} --add-config cleanup.policy=compact; then start it "
+            "again. Records the broker deleted already are not in any state restored since"
+        )
