@@ -54,7 +54,8 @@ def check_changelog(admin: AdminClient, topic: str, bootstrap: str, timeout_s: f
     resource = ConfigResource(ResourceType.TOPIC, topic)
     try:
         (future,) = admin.describe_configs([resource], request_timeout=timeout_s).values()
-        config = {name: entry.value for name, entry in future.result(timeout_s).items()}
+        described = future.result(timeout_s).items()
+        config = {name: entry.value for name, entry in described if entry.value is not None}
     except (KafkaException, TimeoutError) as e:
         log.warning(
             "%s: cannot read its configuration (%s); its cleanup policy is unchecked", topic, e
