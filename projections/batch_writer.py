@@ -26,6 +26,7 @@ from projections.errors import HeldRowsRefused, OffsetsMoved, ProjectionError
 from projections.handlers import Source, park
 from projections.migrate import migrate
 from projections.model import RowBuffer, RowOp
+from projections.retry import one_line
 from projections.share import Share
 from projections.store import Offsets, Store
 from streams.settings import Settings
@@ -94,11 +95,10 @@ class BatchWriter:
             try:
                 return self._open()
             except (psycopg.OperationalError, psycopg.InterfaceError) as e:
-                first = (str(e).strip().splitlines() or [type(e).__name__])[0]
                 log.warning(
                     "PostgreSQL at %s unavailable (%s); retrying in %.1f s",
                     describe_dsn(self.settings.pg_dsn),
-                    first,
+                    one_line(e),
                     delay,
                 )
             if self.stop.wait(delay):

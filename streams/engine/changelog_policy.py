@@ -7,24 +7,13 @@ and a store restored from what is left has forgotten the states in them (an admi
 record: its occurrence would be admitted again; a journal entry: its order sent again).
 ``topics ensure`` creates changelogs compacted but never changes an existing topic, so one
 created beforehand (a broker's ``auto.create.topics.enable``) or altered by hand is found
-only by looking: every assignment looks (``restore.py``).
+only by looking: every assignment looks (``Restorer.check_changelog``). Pure: the reading
+of the configuration is the restorer's.
 """
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Mapping
-
-from confluent_kafka import KafkaException
-from confluent_kafka.admin import (  # type: ignore[attr-defined]
-    AdminClient,
-    ConfigResource,
-    ResourceType,
-)
-
-from streams.errors import ChangelogDeletesRecords
-
-log = logging.getLogger("sluicegate.processor")
 
 KAFKA_DEFAULTS = {"cleanup.policy": "delete", "retention.ms": "604800000", "retention.bytes": "-1"}
 """What a topic has that does not set these itself (Kafka's broker defaults)."""
@@ -46,28 +35,14 @@ def deletes_records(config: Mapping[str, str]) -> str | None:
     return ", ".join([f"cleanup.policy={policy}", *finite]) if finite else None
 
 
-def check_changelog(admin: AdminClient, topic: str, bootstrap: str, timeout_s: float) -> None:
-    """Raise :class:`ChangelogDeletesRecords` if ``topic``'s configuration lets the broker
-    delete its records. A configuration that cannot be read (no ``DescribeConfigs`` right,
-    the broker slow to answer) is logged and passed over: this is a safeguard against a
-    misconfiguration, and the restore that follows meets an unreachable broker anyway."""
-    resource = ConfigResource(ResourceType.TOPIC, topic)
-    try:
-        (future,) = admin.describe_configs([resource], request_timeout=timeout_s).values()
-        described = future.result(timeout_s).items()
-        config = {name: entry.value for name, entry in described if entry.value is not None}
-    except (KafkaException, TimeoutError) as e:
-        log.warning(
-            "%s: cannot read its configuration (%s); its cleanup policy is unchecked", topic, e
-        )
-        return
-    why = deletes_records(config)
-    if why is not None:
-        raise ChangelogDeletesRecords(
-            f"{topic} lets the broker delete records ({why}): a state restored from it may "
-            "have forgotten what was decided (an occurrence would be admitted again, an "
-            "order sent again), so this instance decides nothing. Make it compacted only: "
-            f"kafka-configs.sh --bootstrap-server {bootstrap} --alter --entity-type topics "
-            f"--entity-name {topic} --add-config cleanup.policy=compact; then start it "
-            "again. Records the broker deleted already are not in any state restored since"
-        )
+def refusal(topic: str, why: str, bootstrap: str) -> str:
+    """The message of the instance that stops because ``topic`` deletes records (``why``,
+    from :func:`deletes_records`): what is at stake and the command that fixes it."""
+    return (
+        f"{topic} lets the broker delete records ({why}): a state restored from it may "
+        "have forgotten what was decided (an occurrence would be admitted again, an "
+        "order sent again), so this instance decides nothing. Make it compacted only: "
+        f"kafka-configs.sh --bootstrap-server {bootstrap} --alter --entity-type topics "
+        f"--entity-name {topic} --add-config cleanup.policy=compact; then start it "
+        "again. Records the broker deleted already are not in any state restored since"
+    )

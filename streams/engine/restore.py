@@ -66,16 +66,24 @@ from confluent_kafka.admin import ConfigResource, ResourceType  # type: ignore[a
 from streams import collector
 from streams.clock import wall_clock_ms
 from streams.engine import checkpoint
-from streams.engine.changelog_policy import check_changelog
+from streams.engine.changelog_policy import deletes_records, refusal
 from streams.engine.checkpoint import CheckpointError
 from streams.engine.heap import release_freed_memory
 from streams.engine.store import PARTITIONS_KEY, PartitionStore
-from streams.errors import PartitionCountChanged, RestoreTimedOut, StateRestoreError
+from streams.errors import (
+    ChangelogDeletesRecords,
+    PartitionCountChanged,
+    RestoreTimedOut,
+    StateRestoreError,
+)
 from streams.kafka.clients import admin_client, read_committed_consumer, uncommitted_consumer
 from streams.kafka.offsets import RETRY_PAUSE_S, transient, watermarks
 from streams.settings import Settings
 
 log = logging.getLogger("sluicegate.processor")
+
+CHECK_TIMEOUT_S = 10.0
+"""How long an assignment waits for its changelog's configuration (``check_changelog``)."""
 
 RESTORE_MARGIN_S = 30.0
 """Waited beyond the transaction timeout for open transactions to be resolved."""
@@ -180,8 +188,25 @@ class Restorer:
 
     def check_changelog(self, topic: str) -> None:
         """:class:`~streams.errors.ChangelogDeletesRecords` if the broker may delete
-        ``topic``'s records (``changelog_policy.py``)."""
-        check_changelog(self._admin, topic, self._bootstrap, timeout_s=10.0)
+        ``topic``'s records (``changelog_policy.py``). A configuration that cannot be read
+        (no ``DescribeConfigs`` right, a broker slow to answer) is logged and passed over:
+        this guards against a misconfiguration, and the restore that follows meets an
+        unreachable broker anyway."""
+        try:
+            config = self._config(topic, CHECK_TIMEOUT_S)
+        except (KafkaException, TimeoutError) as e:
+            log.warning("%s: cannot read its configuration (%s); policy unchecked", topic, e)
+            return
+        why = deletes_records(config)
+        if why is not None:
+            raise ChangelogDeletesRecords(refusal(topic, why, self._bootstrap))
+
+    def _config(self, topic: str, timeout: float) -> dict[str, str]:
+        """``topic``'s configuration: the entries the broker gives a value."""
+        resource = ConfigResource(ResourceType.TOPIC, topic)
+        (future,) = self._admin.describe_configs([resource], request_timeout=timeout).values()
+        described = future.result(timeout).items()
+        return {name: entry.value for name, entry in described if entry.value is not None}
 
     # -- 2. stable committed offsets -------------------------------------------------------
 
@@ -345,12 +370,8 @@ class Restorer:
             (described,) = self._admin.describe_topics(
                 TopicCollection([topic]), request_timeout=timeout
             ).values()
-            resource = ConfigResource(ResourceType.TOPIC, topic)
-            (configured,) = self._admin.describe_configs(
-                [resource], request_timeout=timeout
-            ).values()
+            retention = int(self._config(topic, timeout)["delete.retention.ms"])
             topic_id = str(described.result(timeout).topic_id)
-            retention = int(configured.result(timeout)["delete.retention.ms"].value)
         except (KafkaException, KeyError, ValueError, TypeError) as e:
             raise StateRestoreError(f"cannot describe {topic}: {e}") from e
         return checkpoint.Changelog(topic, partition, topic_id, low, high, retention)

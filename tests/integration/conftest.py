@@ -1,4 +1,5 @@
-"""Fixtures the broker and venue tests share."""
+"""Fixtures the broker and venue tests share. A module that needs another admission harness
+(other partitions, a changed topic) defines its own ``harness``, which takes precedence."""
 
 from __future__ import annotations
 
@@ -6,7 +7,18 @@ from collections.abc import Iterator
 
 import pytest
 
+from tests.support.admission import AdmissionHarness
 from tests.support.venue import VenueProcess, running_venue
+
+
+@pytest.fixture()
+def harness() -> Iterator[AdmissionHarness]:
+    """Admission topics under a fresh prefix (3 partitions), the example workflow applied;
+    processors started on it are stopped afterwards."""
+    h = AdmissionHarness(partitions=3)
+    h.apply_workflow()
+    yield h
+    h.close()
 
 
 @pytest.fixture(scope="module")

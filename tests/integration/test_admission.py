@@ -7,8 +7,6 @@ record under failure".
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 
 from schemas.codec import decode
@@ -49,14 +47,6 @@ def missing_identity(harness: AdmissionHarness) -> AdmitDelivery:
         received_at_ms=harness.clock(),
         channel="publish",
     )
-
-
-@pytest.fixture()
-def harness() -> Iterator[AdmissionHarness]:
-    h = AdmissionHarness(partitions=3)
-    h.apply_workflow()
-    yield h
-    h.close()
 
 
 def test_four_deliveries_of_a_and_one_of_b_give_two_runs_and_six_launches(

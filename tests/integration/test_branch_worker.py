@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import threading
 from collections import Counter
-from collections.abc import Iterator
 from decimal import Decimal
 
 import pytest
@@ -31,14 +30,6 @@ from tests.support.admission import AdmissionHarness, candle
 from tests.support.kafka import read_topic, wait_until
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture()
-def harness() -> Iterator[AdmissionHarness]:
-    h = AdmissionHarness(partitions=3)
-    h.apply_workflow()
-    yield h
-    h.close()
 
 
 def test_a_worker_claims_and_admission_accepts_each_result_once(harness: AdmissionHarness) -> None:

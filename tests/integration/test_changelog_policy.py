@@ -10,52 +10,24 @@ instance checks its changelog's policy on every assignment and refuses, naming t
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
-from confluent_kafka.admin import (  # type: ignore[attr-defined]
-    AdminClient,
-    AlterConfigOpType,
-    ConfigEntry,
-    ConfigResource,
-)
 
 from streams.engine.status import Phase
 from tests.support.admission import AdmissionHarness, candle
-from tests.support.kafka import wait_until
+from tests.support.kafka import set_topic_config, wait_until
 
 pytestmark = pytest.mark.integration
-
-
-def set_config(harness: AdmissionHarness, topic: str, **config: str) -> None:
-    admin = AdminClient(harness.settings.kafka_config())
-    entries = [
-        ConfigEntry(k.replace("_", "."), v, incremental_operation=AlterConfigOpType.SET)
-        for k, v in config.items()
-    ]
-    resource = ConfigResource(
-        ConfigResource.Type.TOPIC,
-        harness.settings.topic_named(topic),
-        incremental_configs=entries,
-    )
-    for future in admin.incremental_alter_configs([resource]).values():
-        future.result()
-
-
-@pytest.fixture()
-def harness() -> Iterator[AdmissionHarness]:
-    h = AdmissionHarness(partitions=3)
-    h.apply_workflow()
-    yield h
-    h.close()
 
 
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")
 def test_a_changelog_that_deletes_by_time_stops_the_instance_before_it_decides(
     harness: AdmissionHarness,
 ) -> None:
-    set_config(harness, "admission-changelog", cleanup_policy="compact,delete")
-    set_config(harness, "admission-changelog", retention_ms="604800000")
+    set_topic_config(
+        harness.settings,
+        "admission-changelog",
+        {"cleanup.policy": "compact,delete", "retention.ms": "604800000"},
+    )
     harness.deliver(candle())
     processor = harness.start_processor()
     wait_until(lambda: processor.status.snapshot().phase is Phase.STOPPED, timeout_s=60)
@@ -70,7 +42,9 @@ def test_a_changelog_that_deletes_by_time_stops_the_instance_before_it_decides(
 
 def test_a_changelog_that_keeps_every_record_is_accepted(harness: AdmissionHarness) -> None:
     """``delete`` with neither a time nor a size limit deletes nothing."""
-    set_config(harness, "admission-changelog", cleanup_policy="delete", retention_ms="-1")
+    set_topic_config(
+        harness.settings, "admission-changelog", {"cleanup.policy": "delete", "retention.ms": "-1"}
+    )
     harness.start_processor()
     harness.deliver(candle())
     harness.wait_for_outcomes(1)

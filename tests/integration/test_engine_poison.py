@@ -14,12 +14,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from confluent_kafka.admin import (  # type: ignore[attr-defined]
-    AdminClient,
-    AlterConfigOpType,
-    ConfigEntry,
-    ConfigResource,
-)
+from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
 
 from schemas.codec import decode
@@ -37,7 +32,7 @@ from tests.support.engine_toy import (
     out_events,
     produce_records,
 )
-from tests.support.kafka import read_topic, unique_settings, wait_until
+from tests.support.kafka import read_topic, set_topic_config, unique_settings, wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -150,16 +145,7 @@ def toy_settings() -> Settings:
 @pytest.fixture()
 def harness() -> Iterator[AdmissionHarness]:
     h = AdmissionHarness(partitions=3)
-    admin = AdminClient(h.settings.kafka_config())
-    resource = ConfigResource(
-        ConfigResource.Type.TOPIC,
-        h.settings.topic_named("runs"),
-        incremental_configs=[
-            ConfigEntry("max.message.bytes", "20000", incremental_operation=AlterConfigOpType.SET)
-        ],
-    )
-    for future in admin.incremental_alter_configs([resource]).values():
-        future.result()
+    set_topic_config(h.settings, "runs", {"max.message.bytes": "20000"})
     h.apply_workflow()
     yield h
     h.close()

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -32,14 +31,6 @@ from tests.support.engine_toy import Running
 from tests.support.kafka import read_topic, wait_until
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture()
-def harness() -> Iterator[AdmissionHarness]:
-    h = AdmissionHarness(partitions=3)
-    h.apply_workflow()
-    yield h
-    h.close()
 
 
 def admission_processor(

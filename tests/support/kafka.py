@@ -15,7 +15,13 @@ from confluent_kafka import (
     Message,
     TopicPartition,
 )
-from confluent_kafka.admin import AdminClient, OffsetSpec  # type: ignore[attr-defined]
+from confluent_kafka.admin import (  # type: ignore[attr-defined]
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    OffsetSpec,
+)
 from confluent_kafka.cimpl import NewTopic
 
 from streams.kafka.clients import admin_client
@@ -198,3 +204,19 @@ def stability(settings: Settings, topics: set[str]) -> Callable[[], bool]:
         return {(tp.topic, tp.partition): int(f.result().offset) for tp, f in found.items()}
 
     return lambda: ends(IsolationLevel.READ_COMMITTED) == ends(IsolationLevel.READ_UNCOMMITTED)
+
+
+def set_topic_config(settings: Settings, short_name: str, config: dict[str, str]) -> None:
+    """Set ``config`` (``{"cleanup.policy": "delete", ...}``) on a test's topic, as an
+    operator's ``kafka-configs --alter`` would."""
+    resource = ConfigResource(
+        ConfigResource.Type.TOPIC,
+        settings.topic_named(short_name),
+        incremental_configs=[
+            ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET)
+            for k, v in config.items()
+        ],
+    )
+    admin = AdminClient(settings.kafka_config())  # alive until every future has its answer
+    for future in admin.incremental_alter_configs([resource]).values():
+        future.result()
