@@ -8,7 +8,9 @@ import sys
 from pathlib import Path
 
 import orjson
+from confluent_kafka import KafkaException
 
+from schemas.topics import TOPICS, TopicSpec
 from sluicegate.output import print_table
 from sluicegate.supervisor import (
     DEFAULT_LIVENESS,
@@ -18,8 +20,11 @@ from sluicegate.supervisor import (
     parse_projectors,
     serve,
 )
-from streams.kafka.topics import ensure_topics
-from streams.settings import load_settings
+from streams.core.durations import format_duration
+from streams.kafka.clients import admin_client
+from streams.kafka.topic_policy import Shortfall, shortfalls
+from streams.kafka.topics import ensure_topics, read_configs
+from streams.settings import Settings, load_settings
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -28,7 +33,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     ensure = tsub.add_parser(
         "ensure",
         help="create every missing topic (idempotent); refuses a SLUICEGATE_PARTITIONS "
-        "that differs from the existing keyed topics' count",
+        "that differs from the existing keyed topics' count and a compacted topic the broker "
+        "may delete records from; reports topics that keep less than declared",
     )
     ensure.add_argument("--json", action="store_true")
     ensure.set_defaults(func=cmd_topics_ensure)
@@ -70,12 +76,50 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def cmd_topics_ensure(args: argparse.Namespace) -> int:
-    counts = ensure_topics(load_settings(), require_declared_count=True)
+    settings = load_settings()
+    counts = ensure_topics(settings, require_declared_count=True)
     if args.json:
         sys.stdout.write(orjson.dumps(counts).decode() + "\n")
     else:
         print_table([{"topic": name, "partitions": n} for name, n in sorted(counts.items())])
+    for line in _shortfall_lines(settings):
+        print(f"sluicegate topics ensure: {line}", file=sys.stderr)
     return 0
+
+
+def _shortfall_lines(settings: Settings) -> list[str]:
+    """One line per way a log topic keeps less than the catalogue declares (stderr: the
+    standard output stays the table or the JSON it always was)."""
+    logs = {settings.topic(spec): spec for spec in TOPICS if not spec.compacted}
+    try:
+        configs = read_configs(admin_client(settings), list(logs), 30.0)
+    except (KafkaException, TimeoutError) as e:
+        return [f"cannot read the topics' configuration ({e}); retention unchecked"]
+    return [
+        _explain(name, spec, found)
+        for name, spec in logs.items()
+        for found in shortfalls(spec, configs[name])
+    ]
+
+
+def _explain(name: str, spec: TopicSpec, found: Shortfall) -> str:
+    declared = format_duration(spec.retention_ms)
+    if found.setting == "cleanup.policy":
+        return (
+            f"{name} is compacted (declared: delete after {declared}): only the newest "
+            "record of each key is kept, so `projections rebuild` and `replay` miss the others"
+        )
+    if found.setting == "retention.ms":
+        kept = format_duration(int(found.actual))
+        return (
+            f"{name} keeps records for {kept} (declared: {declared}): a record its reader "
+            f"has not read within {kept} is deleted unread, and `projections rebuild` and "
+            f"`replay` see only the last {kept}"
+        )
+    return (
+        f"{name} keeps at most {found.actual} bytes per partition (declared: no limit): "
+        "older records are deleted, read or not"
+    )
 
 
 def cmd_serve(args: argparse.Namespace) -> int:

@@ -61,12 +61,10 @@ from confluent_kafka import (
     TopicCollection,
     TopicPartition,
 )
-from confluent_kafka.admin import ConfigResource, ResourceType  # type: ignore[attr-defined]
 
 from streams import collector
 from streams.clock import wall_clock_ms
 from streams.engine import checkpoint
-from streams.engine.changelog_policy import deletes_records, refusal
 from streams.engine.checkpoint import CheckpointError
 from streams.engine.heap import release_freed_memory
 from streams.engine.store import PARTITIONS_KEY, PartitionStore
@@ -78,6 +76,8 @@ from streams.errors import (
 )
 from streams.kafka.clients import admin_client, read_committed_consumer, uncommitted_consumer
 from streams.kafka.offsets import RETRY_PAUSE_S, transient, watermarks
+from streams.kafka.topic_policy import deletes_records, refusal
+from streams.kafka.topics import read_configs
 from streams.settings import Settings
 
 log = logging.getLogger("sluicegate.processor")
@@ -188,8 +188,8 @@ class Restorer:
 
     def check_changelog(self, topic: str) -> None:
         """:class:`~streams.errors.ChangelogDeletesRecords` if the broker may delete
-        ``topic``'s records (``changelog_policy.py``). A configuration that cannot be read
-        (no ``DescribeConfigs`` right, a broker slow to answer) is logged and passed over:
+        ``topic``'s records (``streams/kafka/topic_policy.py``). A configuration that cannot
+        be read (no ``DescribeConfigs`` right, a broker slow to answer) is logged and passed over:
         this guards against a misconfiguration, and the restore that follows meets an
         unreachable broker anyway."""
         try:
@@ -203,10 +203,7 @@ class Restorer:
 
     def _config(self, topic: str, timeout: float) -> dict[str, str]:
         """``topic``'s configuration: the entries the broker gives a value."""
-        resource = ConfigResource(ResourceType.TOPIC, topic)
-        (future,) = self._admin.describe_configs([resource], request_timeout=timeout).values()
-        described = future.result(timeout).items()
-        return {name: entry.value for name, entry in described if entry.value is not None}
+        return read_configs(self._admin, [topic], timeout)[topic]
 
     # -- 2. stable committed offsets -------------------------------------------------------
 

@@ -8,22 +8,30 @@ same one as its earlier copies. Raising the count would move keys to partitions 
 never saw them, and their copies would be admitted again. So a topic missing from a group is
 created with the count its existing members have, and ``sluicegate topics ensure``
 (``require_declared_count``) refuses a ``SLUICEGATE_PARTITIONS`` that differs from it.
+
+An existing topic keeps the configuration it was given, so ``ensure_topics`` also reads the
+configuration of every compacted topic and refuses one (a changelog, the ``workflows``
+table) that lets the broker delete records (``topic_policy.py``).
 """
 
 from __future__ import annotations
 
+import logging
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import Future
 
 from confluent_kafka import KafkaException
-from confluent_kafka.admin import AdminClient
+from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType  # type: ignore[attr-defined]
 from confluent_kafka.cimpl import NewTopic
 
 from schemas.topics import TOPICS, TopicSpec
 from streams.errors import StreamsError
 from streams.kafka.clients import admin_client
+from streams.kafka.topic_policy import deletes_records, refusal
 from streams.settings import Settings
+
+log = logging.getLogger(__name__)
 
 
 class TopicError(StreamsError):
@@ -48,8 +56,10 @@ def ensure_topics(
     Existing topics are never altered. A missing member of a co-partitioned group gets the
     count of the group's existing members (``SLUICEGATE_PARTITIONS`` only when none exists).
     Raises :class:`TopicError` if a group's existing topics disagree (for example one
-    created or altered by hand), and, with ``require_declared_count``, if an existing keyed
-    topic's count is not ``SLUICEGATE_PARTITIONS``; the message says how to migrate.
+    created or altered by hand), if a compacted topic lets the broker delete records (the
+    message names the command that fixes it; a configuration that may not be read is logged
+    and passed over), and, with ``require_declared_count``, if an existing keyed topic's
+    count is not ``SLUICEGATE_PARTITIONS``; the message says how to migrate.
     """
     admin = admin_client(settings)
     wanted = {settings.topic(s): s for s in TOPICS}
@@ -77,7 +87,43 @@ def ensure_topics(
         _wait(admin.create_topics(missing, request_timeout=timeout_s), ["TOPIC_ALREADY_EXISTS"])
     counts = _partition_counts(admin, wanted, timeout_s)
     check_copartitioning(counts, settings)
+    _refuse_deleting_state(admin, wanted, settings, timeout_s)
     return counts
+
+
+def read_configs(
+    admin: AdminClient, topics: Sequence[str], timeout_s: float
+) -> dict[str, dict[str, str]]:
+    """Each topic's configuration: the entries the broker gives a value (its defaults
+    included). Raises ``KafkaException`` or ``TimeoutError`` when it cannot be read."""
+    resources = [ConfigResource(ResourceType.TOPIC, topic) for topic in topics]
+    futures = admin.describe_configs(resources, request_timeout=timeout_s)
+    return {
+        resource.name: {
+            name: entry.value
+            for name, entry in future.result(timeout_s).items()
+            if entry.value is not None
+        }
+        for resource, future in futures.items()
+    }
+
+
+def _refuse_deleting_state(
+    admin: AdminClient, wanted: Mapping[str, TopicSpec], settings: Settings, timeout_s: float
+) -> None:
+    """:class:`TopicError` naming the first compacted topic whose records the broker may
+    delete (and the others), with the fix."""
+    compacted = [name for name, spec in wanted.items() if spec.compacted]
+    try:
+        configs = read_configs(admin, compacted, timeout_s)
+    except (KafkaException, TimeoutError) as e:
+        log.warning("cannot read the topics' configuration (%s); policies unchecked", e)
+        return
+    deleting = [(n, why) for n in compacted if (why := deletes_records(configs[n])) is not None]
+    if deleting:
+        (first, why), *others = deleting
+        also = "".join(f" Also {name} ({more})." for name, more in others)
+        raise TopicError(refusal(first, why, settings.kafka, wanted[first].role) + "." + also)
 
 
 def _existing_group_counts(existing: dict[str, int], settings: Settings) -> dict[str, int]:
