@@ -34,8 +34,7 @@ from psycopg import sql
 from bench.backlog import Backlog, OutcomeCounter, Stage, start_child, stop_children
 from bench.cpu import CpuMeter, broker_pid, of_pid, of_pids, postgres_cpu_seconds
 from bench.projection_report import KeepUp, Sample
-from projections.db import connect, schema_name
-from projections.rebuild import drop_schema
+from projections.db import connect, drop_schema, schema_name
 from schemas.topics import RUNS, TASKS
 from streams.settings import Settings
 

@@ -53,12 +53,12 @@ from bench import keepup
 from bench.backlog import plan
 from bench.projection_report import Run, Setting, section, top_frames
 from bench.results import write
-from projections.db import connect, schema_name
+from projections.db import connect, drop_schema, schema_name
 from projections.handlers import Source, project
 from projections.migrate import migrate
 from projections.model import TABLES
 from projections.projector import Projector
-from projections.rebuild import drop_schema, rebuild
+from projections.rebuild import rebuild
 from schemas.codec import encode
 from schemas.commands import AdmitDelivery
 from streams.kafka.clients import transactional_producer

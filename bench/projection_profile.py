@@ -9,9 +9,9 @@ from __future__ import annotations
 import io
 import sys
 
-from projections.db import connect, schema_name
+from projections.db import connect, drop_schema, schema_name
 from projections.projector import Projector
-from projections.rebuild import drop_schema, rebuild
+from projections.rebuild import rebuild
 from streams.settings import load_settings
 
 

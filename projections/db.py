@@ -74,6 +74,11 @@ def schema_exists(conn: psycopg.Connection, schema: str) -> bool:
     return bool(row and row[0])
 
 
+def drop_schema(conn: psycopg.Connection, schema: str) -> None:
+    """Drop ``schema`` and everything in it, if it exists."""
+    conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
+
+
 def table(schema: str, name: str) -> sql.Identifier:
     """A schema-qualified table identifier."""
     return sql.Identifier(schema, name)

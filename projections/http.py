@@ -21,6 +21,7 @@ import hmac
 import logging
 import time
 from collections.abc import AsyncIterator, Callable
+from functools import partial
 from typing import Any, TypeVar
 
 import psycopg
@@ -122,6 +123,7 @@ async def _pool_context(app: web.Application) -> AsyncIterator[None]:
         min_size=1,
         max_size=4,
         kwargs={"autocommit": True, "connect_timeout": 5},
+        configure=partial(queries.limit_reads, settings=settings),
         open=False,
         name="sluicegate-read",
     )
@@ -145,6 +147,8 @@ async def _query(request: web.Request, fn: Callable[[psycopg.Connection[Any], st
 
     try:
         return await asyncio.to_thread(run)
+    except psycopg.errors.QueryCanceled as e:
+        raise _Unavailable(queries.read_timed_out(settings)) from e
     except (PoolTimeout, psycopg.OperationalError) as e:
         raise _Unavailable(
             f"PostgreSQL at {describe_dsn(settings.pg_dsn)} is not answering; try again shortly"

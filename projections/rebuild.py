@@ -3,7 +3,8 @@
 ``rebuild`` projects every source topic from the beginning into a fresh schema
 (``<live>__rebuild``, its secondary indexes built once after the load: :mod:`.indexes`) and
 then swaps it in: in one transaction, holding the writers' lock, the
-live schema is renamed away, the fresh one renamed to the live name and the old one dropped.
+live schema is renamed away, the fresh one renamed to the live name and the old one dropped
+(:mod:`projections.swap`: in attempts that never make a reader wait long).
 A projector running meanwhile notices that the stored offsets moved and seeks to the new ones.
 A large load runs in worker processes, one share of the partitions each
 (:mod:`projections.parallel_load`).
@@ -29,9 +30,9 @@ from psycopg import sql
 
 from projections.compare import Difference, compare_schemas
 from projections.db import (
-    OLD_SUFFIX,
     REBUILD_SUFFIX,
     connect,
+    drop_schema,
     lock_key,
     schema_exists,
     schema_name,
@@ -43,8 +44,11 @@ from projections.parallel_load import auto_workers, load_in_parallel
 from projections.progress import Progress
 from projections.projector import Projector
 from projections.store import Offsets
+from projections.swap import swap_in
 from streams.settings import Settings
 
+SWAP_WAIT_S = 300.0
+"""How long a rebuild tries to swap in while other sessions hold the live tables."""
 HELD_ROWS = 250_000
 """Rows of the merged tables a rebuild holds in memory across batches (150,000 took 46 MiB) and
 writes at once: straight into the fresh tables the first time, by upsert after that."""
@@ -71,10 +75,6 @@ def stored_offsets(conn: psycopg.Connection[Any], schema: str) -> Offsets:
     return {(str(t), int(p)): int(o) for t, p, o in rows}
 
 
-def drop_schema(conn: psycopg.Connection[Any], schema: str) -> None:
-    conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
-
-
 def rebuild(
     settings: Settings,
     *,
@@ -83,6 +83,7 @@ def rebuild(
     show_progress: bool = True,
     timeout_s: float | None = None,
     workers: int | None = None,
+    swap_wait_s: float | None = None,
     _after_migrate: Callable[[psycopg.Connection[Any], str], None] | None = None,
     _before_swap: Callable[[], None] | None = None,
 ) -> RebuildResult:
@@ -91,7 +92,11 @@ def rebuild(
     With ``verify``, the live schema must exist; the result lists the differences and the
     live tables are not touched. Without it, the rebuilt schema replaces the live one.
     ``workers`` processes load the topics (:mod:`projections.parallel_load`; default
-    :func:`~projections.parallel_load.auto_workers`, 1 loads in this process).
+    :func:`~projections.parallel_load.auto_workers`, 1 loads in this process). The swap
+    keeps trying for ``swap_wait_s`` (``None``: :data:`SWAP_WAIT_S`) while other sessions
+    hold the live tables, never making a reader wait more than a second
+    (:mod:`projections.swap`), then raises :class:`~projections.swap.SwapBlocked` naming
+    them.
     """
     stream = stream or sys.stderr
     live = schema_name(settings.topic_prefix)
@@ -140,7 +145,8 @@ def rebuild(
                 build_indexes(conn, loaded.deferred)
                 if _before_swap is not None:
                     _before_swap()
-                _swap(conn, live, fresh)
+                patience = SWAP_WAIT_S if swap_wait_s is None else swap_wait_s
+                swap_in(conn, live, fresh, patience_s=patience, stream=stream)
                 swapped = True
             bar.close()
             return RebuildResult(
@@ -248,23 +254,3 @@ def _verify(
     raise ProjectionError(
         "the live projection kept moving while verifying; try again, or stop the projector"
     )
-
-
-def _swap(conn: psycopg.Connection[Any], live: str, fresh: str) -> None:
-    old = live + OLD_SUFFIX
-    with conn.transaction():
-        # Writers of the live schema take this lock per batch: none is mid-batch now.
-        conn.execute("SELECT pg_advisory_xact_lock(%s)", (lock_key(live),))
-        drop_schema(conn, old)
-        if schema_exists(conn, live):
-            conn.execute(
-                sql.SQL("ALTER SCHEMA {} RENAME TO {}").format(
-                    sql.Identifier(live), sql.Identifier(old)
-                )
-            )
-        conn.execute(
-            sql.SQL("ALTER SCHEMA {} RENAME TO {}").format(
-                sql.Identifier(fresh), sql.Identifier(live)
-            )
-        )
-        drop_schema(conn, old)

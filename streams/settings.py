@@ -22,7 +22,7 @@ from pathlib import Path
 
 from schemas.topics import TopicSpec
 from streams.errors import StreamsError
-from streams.text import NotText, not_text, parse_whole, read_text_file
+from streams.text import NotText, not_text, parse_duration_s, parse_whole, read_text_file
 
 DEFAULT_KAFKA = "127.0.0.1:9092"
 DEFAULT_PG_DSN = "postgresql://sluicegate:sluicegate@127.0.0.1:5432/sluicegate"
@@ -63,6 +63,9 @@ class Settings:
     partitions: int = DEFAULT_PARTITIONS
     state_dir: Path = Path("var/state")
     kafka_extra: Mapping[str, str] = field(default_factory=dict)
+    read_timeout_s: float = 10.0
+    """How long one read of the read model may take (``SLUICEGATE_READ_TIMEOUT``): the
+    PostgreSQL ``statement_timeout`` of the read API's and the read commands' sessions."""
 
     def kafka_config(self, **overrides: object) -> KafkaConfig:
         """A librdkafka configuration: bootstrap, pass-through settings, then overrides."""
@@ -158,6 +161,14 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
             f"SLUICEGATE_PARTITIONS={raw_partitions!r} must be a whole number from 1 to 1024"
         )
 
+    raw_read_timeout = env.get("SLUICEGATE_READ_TIMEOUT", "10s")
+    read_timeout_s = parse_duration_s(raw_read_timeout)
+    if read_timeout_s is None or not 0.1 <= read_timeout_s <= 600:
+        raise SettingsError(
+            f"SLUICEGATE_READ_TIMEOUT={raw_read_timeout!r} must be a duration from 0.1s to "
+            "600s (e.g. 500ms, 10s, 2m)"
+        )
+
     extra: dict[str, str] = {}
     if "SLUICEGATE_RDKAFKA_FILE" in env:
         extra.update(_read_properties("SLUICEGATE_RDKAFKA_FILE", env["SLUICEGATE_RDKAFKA_FILE"]))
@@ -174,4 +185,5 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         partitions=partitions,
         state_dir=Path(env.get("SLUICEGATE_STATE_DIR", "var/state")),
         kafka_extra=extra,
+        read_timeout_s=read_timeout_s,
     )

@@ -19,6 +19,8 @@ _ESCAPED = range(0xDC80, 0xDD00)
 """The surrogates ``surrogateescape`` makes of the bytes 0x80 to 0xff."""
 _WHOLE = re.compile("[0-9]{1,20}")
 """What :func:`parse_whole` reads: ASCII digits only, few enough for any setting."""
+_DURATION = re.compile(r"\s*(\d{1,9}(?:\.\d{1,6})?)\s*(ms|s|m)?\s*", re.ASCII)
+_UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, None: 1.0}
 
 
 class NotText(ValueError):
@@ -73,3 +75,14 @@ def parse_whole(text: str, maximum: int) -> int | None:
         return None
     value = int(text)
     return value if value <= maximum else None
+
+
+def parse_duration_s(text: str) -> float | None:
+    """Seconds for ``250ms``/``2s``/``1.5s``/``5m``/``2``; ``None`` if ``text`` is not one.
+
+    ASCII digits only (``float()`` would also take the digits of other scripts).
+    """
+    match = _DURATION.fullmatch(text)
+    if match is None:
+        return None
+    return float(match.group(1)) * _UNIT_SECONDS[match.group(2)]

@@ -20,8 +20,8 @@ from consumers.ingest.errors import (
     Problem,
     RequestTimeout,
 )
-from consumers.ingest.settings import parse_duration_s
 from streams.core.workflow import ENVIRONMENTS
+from streams.text import parse_duration_s
 
 DEFAULT_ENVIRONMENT = "paper"
 

@@ -24,21 +24,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from consumers.ingest.errors import IngestSettingsError
-from streams.text import parse_whole
+from streams.text import parse_duration_s, parse_whole
 
-_DURATION = re.compile(r"\s*(\d{1,9}(?:\.\d{1,6})?)\s*(ms|s|m)?\s*", re.ASCII)
 DEFAULT_READ_HTTP = "127.0.0.1:8081"
 # What a Bearer credential may hold (RFC 6750's b64token), so a token can always be sent.
 _BEARER_TOKEN = re.compile(r"[A-Za-z0-9._~+/-]+=*")
-_UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, None: 1.0}
-
-
-def parse_duration_s(text: str) -> float | None:
-    """Seconds for ``250ms``/``2s``/``1.5s``/``5m``/``2``; ``None`` if ``text`` is not one."""
-    match = _DURATION.fullmatch(text)
-    if match is None:
-        return None
-    return float(match.group(1)) * _UNIT_SECONDS[match.group(2)]
 
 
 @dataclass(frozen=True)

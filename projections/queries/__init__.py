@@ -15,6 +15,8 @@ from projections.queries.connection import (
     ensure_readable,
     found,
     iso,
+    limit_reads,
+    read_timed_out,
     reader,
 )
 from projections.queries.counts import (
@@ -44,6 +46,8 @@ __all__ = [
     "get_stats",
     "get_timeline",
     "iso",
+    "limit_reads",
+    "read_timed_out",
     "reader",
     "rerun_result",
     "run_admission_key",

@@ -18,6 +18,7 @@ from psycopg.rows import dict_row
 
 from projections.db import connect, describe_dsn, schema_exists, schema_name
 from projections.errors import NotInProjection, ProjectionUnavailable
+from projections.retry import one_line
 from streams.settings import Settings
 from streams.text import not_text
 
@@ -38,18 +39,47 @@ def iso(ms: int | None) -> str | None:
 
 @contextmanager
 def reader(settings: Settings) -> Iterator[tuple[psycopg.Connection[Any], str]]:
-    """An autocommit connection and the schema to read.
+    """An autocommit connection, its statements bounded by the read timeout
+    (:func:`limit_reads`), and the schema to read.
 
-    Raises :class:`ProjectionUnavailable` when PostgreSQL is unreachable or the projection
-    schema does not exist yet.
+    Raises :class:`ProjectionUnavailable` when PostgreSQL is unreachable, the projection
+    schema does not exist yet, or a statement of the block outlasts the read timeout or
+    loses its connection: the message says what to look for, never a traceback.
     """
     schema = schema_name(settings.topic_prefix)
     conn = connect(settings.pg_dsn, autocommit=True)
     try:
+        limit_reads(conn, settings)
         ensure_readable(conn, schema, settings)
         yield conn, schema
+    except psycopg.errors.QueryCanceled as e:
+        raise ProjectionUnavailable(read_timed_out(settings)) from e
+    except psycopg.OperationalError as e:
+        raise ProjectionUnavailable(
+            f"lost PostgreSQL at {describe_dsn(settings.pg_dsn)} while reading "
+            f"({one_line(e)}); try again shortly"
+        ) from e
     finally:
         conn.close()
+
+
+def limit_reads(conn: psycopg.Connection[Any], settings: Settings) -> None:
+    """Cancel any statement of ``conn`` (an autocommit session) that runs longer than
+    ``SLUICEGATE_READ_TIMEOUT``, lock waits included: a session holding a projection table
+    (a rebuild's swap queued behind a long transaction queues every later reader too) must
+    not hold a read for ever."""
+    timeout_ms = str(max(1, round(settings.read_timeout_s * 1000)))
+    conn.execute("SELECT set_config('statement_timeout', %s, false)", (timeout_ms,))
+
+
+def read_timed_out(settings: Settings) -> str:
+    """What a read cancelled by :func:`limit_reads` answers."""
+    return (
+        f"the read did not finish within SLUICEGATE_READ_TIMEOUT "
+        f"({settings.read_timeout_s:g}s): a session holds a lock on the projection's tables "
+        "(a rebuild swapping it in, a migration, a long transaction: see pg_stat_activity "
+        "and pg_locks) or the query is slow; try again shortly"
+    )
 
 
 def found(

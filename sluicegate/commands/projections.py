@@ -61,6 +61,14 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="processes that load the topics (default: one per core, up to 8, and one "
         "below 50,000 messages)",
     )
+    rb.add_argument(
+        "--swap-wait",
+        type=positive_wait_seconds,
+        default=None,
+        metavar="S",
+        help="how long to keep trying to swap in while other sessions hold the live tables, "
+        "each try making readers wait at most a second (default 300)",
+    )
     rb.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     rb.set_defaults(func=cmd_rebuild)
     check = psub.add_parser(
@@ -193,7 +201,11 @@ def cmd_rebuild(args: argparse.Namespace) -> int:
     logging.getLogger("sluicegate.projector").setLevel(logging.WARNING)
     settings = load_settings()
     result = rebuild(
-        settings, verify=args.verify, show_progress=not args.no_progress, workers=args.workers
+        settings,
+        verify=args.verify,
+        show_progress=not args.no_progress,
+        workers=args.workers,
+        swap_wait_s=args.swap_wait,
     )
     if args.verify:
         for difference in result.differences:

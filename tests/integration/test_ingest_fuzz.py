@@ -31,8 +31,9 @@ from yarl import URL
 
 from consumers.ingest.auth import sign, signature_of
 from consumers.ingest.server import JsonLineFormatter
-from consumers.ingest.settings import IngestSettings, parse_duration_s
+from consumers.ingest.settings import IngestSettings
 from streams.core.workflow import WorkflowDefinition, revise
+from streams.text import parse_duration_s
 from tests.support.ingest import (
     Client,
     breakout,

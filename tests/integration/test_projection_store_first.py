@@ -17,10 +17,9 @@ from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 from psycopg import sql
 
-from projections.db import connect
+from projections.db import connect, drop_schema
 from projections.migrate import migrate
 from projections.model import RowOp
-from projections.rebuild import drop_schema
 from projections.store import UPSERT_AFTER_CONFLICT, Store
 from streams.settings import load_settings
 

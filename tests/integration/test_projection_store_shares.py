@@ -11,11 +11,11 @@ from collections.abc import Iterator
 import pytest
 from psycopg import sql
 
-from projections.db import connect
+from projections.db import connect, drop_schema
 from projections.errors import OffsetsMoved
 from projections.migrate import migrate
 from projections.model import RowBuffer, RowOp
-from projections.rebuild import drop_schema, stored_offsets
+from projections.rebuild import stored_offsets
 from projections.share import Share
 from projections.store import Store
 from streams.settings import load_settings

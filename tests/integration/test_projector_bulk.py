@@ -14,11 +14,11 @@ import pytest
 from confluent_kafka import Producer
 from psycopg import sql
 
-from projections.db import connect, schema_name
+from projections.db import connect, drop_schema, schema_name
 from projections.indexes import secondary_indexes
 from projections.migrate import migrate
 from projections.projector import Projector
-from projections.rebuild import drop_schema, rebuild
+from projections.rebuild import rebuild
 from schemas.codec import encode
 from schemas.events import DeliveryDeduplicated, RunStatusChanged
 from streams.settings import Settings

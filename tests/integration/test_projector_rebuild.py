@@ -12,6 +12,7 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import psycopg
 import pytest
 from psycopg import sql
 
@@ -19,6 +20,7 @@ from projections.compare import compare_schemas
 from projections.db import REBUILD_SUFFIX, connect, schema_exists, schema_name
 from projections.projector import Projector
 from projections.rebuild import rebuild, stored_offsets
+from projections.swap import SwapBlocked
 from streams.kafka.topics import ensure_topics
 from streams.settings import Settings
 from tests.support.history import build_history, cleanup, produce_history
@@ -160,6 +162,72 @@ def _wait_until(predicate: Callable[[], bool], timeout_s: float = 60.0) -> None:
             return
         time.sleep(0.05)
     raise AssertionError(f"timed out after {timeout_s} s")
+
+
+class Reader:
+    """Reads the live ``runs`` table over and over, each read bounded by 3 s of
+    ``statement_timeout``, until stopped; counts the reads and those cancelled."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.conn = connect(settings.pg_dsn, autocommit=True)
+        self.conn.execute("SET statement_timeout = 3000")
+        self.query = sql.SQL("SELECT count(*) FROM {}").format(
+            sql.Identifier(schema_name(settings.topic_prefix), "runs")
+        )
+        self.reads = 0
+        self.cancelled: list[str] = []
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self._loop, daemon=True)
+
+    def _loop(self) -> None:
+        while not self.done.wait(0.05):
+            try:
+                self.conn.execute(self.query)
+                self.reads += 1
+            except psycopg.errors.QueryCanceled as e:
+                self.cancelled.append(str(e).strip())
+
+    def __enter__(self) -> Reader:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.done.set()
+        self.thread.join(10)
+        self.conn.close()
+
+
+def test_a_swap_behind_an_open_transaction_never_queues_readers_and_names_it(
+    settings: Settings,
+) -> None:
+    """An analyst's transaction left open on a live table: the swap's lock waits used to
+    queue every later reader behind them for as long as it stayed open."""
+    live = schema_name(settings.topic_prefix)
+    analyst = connect(settings.pg_dsn)  # its transaction holds runs until it ends
+    analyst.execute(sql.SQL("SELECT 1 FROM {} LIMIT 1").format(sql.Identifier(live, "runs")))
+    pid = analyst.info.backend_pid
+    try:
+        with Reader(settings) as reader, pytest.raises(SwapBlocked) as blocked:
+            rebuild(settings, stream=io.StringIO(), swap_wait_s=3)
+        message = str(blocked.value)
+        print(f"\n{message}\nreads {reader.reads}, cancelled {reader.cancelled}")
+        assert f"pid {pid} (user " in message and "idle in transaction since" in message
+        assert "holds runs." in message and "pg_terminate_backend" in message
+        assert reader.reads > 0 and reader.cancelled == []
+        with connect(settings.pg_dsn, autocommit=True) as conn:
+            assert schema_exists(conn, live) and not schema_exists(conn, live + REBUILD_SUFFIX)
+
+        # Ended while the rebuild keeps trying: it swaps in, and no reader waited past 3 s.
+        def end_in_4_s() -> None:
+            threading.Timer(4.0, analyst.rollback).start()
+
+        with Reader(settings) as reader:
+            result = rebuild(settings, stream=io.StringIO(), _before_swap=end_in_4_s)
+        print(f"swapped: reads {reader.reads}, cancelled {reader.cancelled}")
+        assert result.swapped
+        assert reader.reads > 0 and reader.cancelled == []
+    finally:
+        analyst.close()
 
 
 def test_a_number_of_workers_outside_1_to_64_is_refused() -> None:

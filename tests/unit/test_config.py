@@ -15,6 +15,12 @@ def test_defaults_are_the_local_stack() -> None:
     assert s.topic_named("runs") == "sluicegate.runs"
     assert (s.http_host, s.http_port) == ("127.0.0.1", 8080)
     assert s.pg_dsn.endswith("@127.0.0.1:5432/sluicegate")
+    assert s.read_timeout_s == 10.0
+
+
+@pytest.mark.parametrize(("value", "seconds"), [("500ms", 0.5), ("2m", 120.0), (" 3 ", 3.0)])
+def test_the_read_timeout_is_a_duration(value: str, seconds: float) -> None:
+    assert load_settings({"SLUICEGATE_READ_TIMEOUT": value}).read_timeout_s == seconds
 
 
 def test_rdkafka_settings_pass_through(tmp_path: Path) -> None:
@@ -51,6 +57,11 @@ def test_rdkafka_settings_pass_through(tmp_path: Path) -> None:
         ("SLUICEGATE_HTTP", "127.0.0.1:" + "8" * 5000),
         ("SLUICEGATE_TOPIC_PREFIX", "sluicegate.\n"),
         ("SLUICEGATE_RDKAFKA_FILE", "/does/not/exist"),
+        ("SLUICEGATE_READ_TIMEOUT", "0"),
+        ("SLUICEGATE_READ_TIMEOUT", "11m"),
+        ("SLUICEGATE_READ_TIMEOUT", "nan"),
+        ("SLUICEGATE_READ_TIMEOUT", "\u0665s"),  # an Arabic-Indic five
+        ("SLUICEGATE_READ_TIMEOUT", "10h"),
     ],
 )
 def test_a_wrong_value_fails_fast_and_names_the_setting(var: str, value: str) -> None:

@@ -25,10 +25,11 @@ from consumers.ingest.auth import sign
 from consumers.ingest.errors import BrokerUnavailable, IngestSettingsError
 from consumers.ingest.listener import connection_budget
 from consumers.ingest.outcomes import Outcome
-from consumers.ingest.settings import IngestSettings, parse_duration_s
+from consumers.ingest.settings import IngestSettings
 from schemas.commands import AdmitDelivery
 from schemas.events import WorkflowRevised
 from streams.settings import Settings
+from streams.text import parse_duration_s
 from tests.unit.test_ingest_auth import workflow
 
 NOW_MS = 1_796_040_060_000
