@@ -21,7 +21,7 @@ import psycopg
 from psycopg.conninfo import conninfo_to_dict
 
 from projections import topic_ids
-from projections.db import describe_dsn
+from projections.db import describe_dsn, note_lock_holders
 from projections.errors import HeldRowsRefused, OffsetsMoved, ProjectionError
 from projections.handlers import Source, park
 from projections.migrate import migrate
@@ -37,10 +37,20 @@ Mapped = tuple[tuple[str, int], int, list[RowOp], bytes | None]
 """(partition, offset, rows, raw value) of one consumed message."""
 
 
-def _asynchronous(dsn: str) -> str:
-    """The DSN's ``options`` plus ``synchronous_commit = off``."""
-    given = conninfo_to_dict(dsn).get("options")
-    return f"{given or ''} -c synchronous_commit=off".strip()
+TABLE_LOCK_WAIT_S = 10.0
+"""How long a writer's statement waits for a table another session holds (``LOCK TABLE``,
+``ALTER TABLE``, a ``CREATE INDEX`` without ``CONCURRENTLY``, ``VACUUM FULL``): then it
+fails with ``LockNotAvailable`` noting who holds the schema's tables, and the projector
+says so and tries again (reconnecting, backing off), instead of waiting in silence until
+it is taken for stalled."""
+
+
+def _options(dsn: str, *, durable: bool) -> str:
+    """The DSN's ``options``, the lock wait, and ``synchronous_commit = off`` unless
+    ``durable``."""
+    given = str(conninfo_to_dict(dsn).get("options") or "")
+    wait = f"-c lock_timeout={round(TABLE_LOCK_WAIT_S * 1000)}"
+    return " ".join(o for o in (given, wait, "" if durable else "-c synchronous_commit=off") if o)
 
 
 class BatchWriter:
@@ -95,9 +105,11 @@ class BatchWriter:
             try:
                 return self._open()
             except (psycopg.OperationalError, psycopg.InterfaceError) as e:
+                held = isinstance(e, psycopg.errors.LockNotAvailable)
                 log.warning(
-                    "PostgreSQL at %s unavailable (%s); retrying in %.1f s",
+                    "PostgreSQL at %s %s (%s); retrying in %.1f s",
                     describe_dsn(self.settings.pg_dsn),
+                    "waited too long for a table another session holds" if held else "unavailable",
                     one_line(e),
                     delay,
                 )
@@ -110,12 +122,16 @@ class BatchWriter:
             self.settings.pg_dsn,
             connect_timeout=5,
             application_name=f"sluicegate-projector:{self.schema}"[:63],
-            options=None if self.durable else _asynchronous(self.settings.pg_dsn),
+            options=_options(self.settings.pg_dsn, durable=self.durable),
         )
         try:
             migrate(conn, self.schema, self.settings.topic_prefix)
             store = Store(conn, self.schema, self.share)
             positions = store.load_offsets()
+        except psycopg.errors.LockNotAvailable as e:
+            note_lock_holders(e, conn, self.schema)
+            conn.close()
+            raise
         except BaseException:
             conn.close()
             raise

@@ -7,8 +7,11 @@ row. Identifiers reach SQL only through :class:`psycopg.sql.Identifier`.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import re
+from datetime import datetime
+from typing import Any
 
 import psycopg
 from psycopg import sql
@@ -77,6 +80,48 @@ def schema_exists(conn: psycopg.Connection, schema: str) -> bool:
 def drop_schema(conn: psycopg.Connection, schema: str) -> None:
     """Drop ``schema`` and everything in it, if it exists."""
     conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
+
+
+def lock_holders(conn: psycopg.Connection[Any], schema: str) -> str:
+    """The other sessions holding locks on ``schema``'s tables, oldest transaction first
+    (``pid 123 (user u, application psql, idle in transaction since 2026-12-06 07:20:01
+    UTC) holds runs``), or what to look at when none is seen any more."""
+    rows = conn.execute(
+        """
+        SELECT a.pid, a.usename, a.application_name, a.state, a.xact_start,
+               string_agg(DISTINCT c.relname, ', ' ORDER BY c.relname)
+        FROM pg_locks l
+        JOIN pg_class c ON c.oid = l.relation
+        JOIN pg_namespace n ON n.oid = c.relnamespace
+        JOIN pg_stat_activity a ON a.pid = l.pid
+        WHERE n.nspname = %s AND c.relkind IN ('r', 'p') AND l.granted
+          AND l.pid <> pg_backend_pid()
+        GROUP BY a.pid, a.usename, a.application_name, a.state, a.xact_start
+        ORDER BY a.xact_start NULLS LAST, a.pid
+        """,
+        (schema,),
+    ).fetchall()
+    if not rows:
+        return "no other session holds its tables now (see pg_locks)"
+    return "; ".join(_holder(tuple(row)) for row in rows)
+
+
+def _holder(row: tuple[Any, ...]) -> str:
+    pid, user, app, state, since, tables = row
+    about = [f"user {user}" if user else "", f"application {app}" if app else ""]
+    began = f" since {since:%Y-%m-%d %H:%M:%S %Z}" if isinstance(since, datetime) else ""
+    about.append(f"{state or 'state unknown'}{began}")
+    return f"pid {pid} ({', '.join(a for a in about if a)}) holds {tables}"
+
+
+def note_lock_holders(error: psycopg.Error, conn: psycopg.Connection, schema: str) -> None:
+    """Add to ``error`` (a lock wait that timed out on ``conn``) who holds ``schema``'s
+    tables; ``conn``'s failed transaction is rolled back. Best effort: a connection that
+    cannot answer adds nothing."""
+    with contextlib.suppress(psycopg.Error):
+        conn.rollback()
+        error.add_note(f"on {schema}: {lock_holders(conn, schema)}")
+        conn.rollback()
 
 
 def table(schema: str, name: str) -> sql.Identifier:

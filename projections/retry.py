@@ -37,6 +37,8 @@ class FailuresInARow:
 
 
 def one_line(error: psycopg.Error) -> str:
-    """``error`` as one log line: PostgreSQL's message, hint and context joined by "; "."""
-    lines = (line.strip() for line in str(error).splitlines())
+    """``error`` as one log line: PostgreSQL's message, hint and context, and any note
+    added to it (who holds a lock), joined by "; "."""
+    notes: list[str] = getattr(error, "__notes__", [])
+    lines = (line.strip() for text in (str(error), *notes) for line in text.splitlines())
     return "; ".join(line for line in lines if line) or type(error).__name__

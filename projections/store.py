@@ -34,7 +34,10 @@ writer given a :class:`~projections.share.Share` (a worker of a parallel rebuild
 projector with ``--share``) reads, checks and stores the offsets of its share's partitions
 only, so the writers of the shares write one schema side by side. A batch waits for the lock
 half a second at a time while another writer holds it, so its wait shows as answers
-(:attr:`Store.lock_answered_at`), not as silence.
+(:attr:`Store.lock_answered_at`), not as silence. A table another session holds is waited
+for as long as the session's ``lock_timeout`` allows (``batch_writer.TABLE_LOCK_WAIT_S``):
+the batch then fails with ``LockNotAvailable``, with a note naming the sessions that hold
+the schema's tables.
 """
 
 from __future__ import annotations
@@ -50,7 +53,7 @@ from operator import itemgetter
 import psycopg
 from psycopg import sql
 
-from projections.db import lock_key
+from projections.db import lock_key, note_lock_holders
 from projections.errors import OffsetsMoved
 from projections.model import (
     TABLES,
@@ -259,11 +262,15 @@ class Store:
         expected: Mapping[tuple[str, int], int],
     ) -> None:
         try:
-            self._transaction(tables, offsets, expected, scrub=False)
-        except psycopg.DataError:
-            # Most likely a NUL in some text; the retry scrubs every value (and re-raises
-            # when the data is wrong in another way).
-            self._transaction(tables, offsets, expected, scrub=True)
+            try:
+                self._transaction(tables, offsets, expected, scrub=False)
+            except psycopg.DataError:
+                # Most likely a NUL in some text; the retry scrubs every value (and re-raises
+                # when the data is wrong in another way).
+                self._transaction(tables, offsets, expected, scrub=True)
+        except psycopg.errors.LockNotAvailable as e:
+            note_lock_holders(e, self.conn, self.schema)
+            raise
 
     def _transaction(
         self,
@@ -308,6 +315,7 @@ class Store:
                 with self.conn.transaction():
                     self.conn.execute(_WAIT_FOR_LOCK)
                     self.conn.execute("SELECT pg_advisory_xact_lock(%s)", (self._lock,))
+                    # Back to the session's own limit on the tables' locks (batch_writer.py).
                     self.conn.execute("SET LOCAL lock_timeout = DEFAULT")
                 return
             except psycopg.errors.LockNotAvailable:

@@ -18,13 +18,12 @@ stays as it was.
 from __future__ import annotations
 
 import time
-from datetime import datetime
 from typing import Any, TextIO
 
 import psycopg
 from psycopg import sql
 
-from projections.db import OLD_SUFFIX, drop_schema, lock_key, schema_exists
+from projections.db import OLD_SUFFIX, drop_schema, lock_holders, lock_key, schema_exists
 from projections.errors import ProjectionError
 
 LOCK_WAIT_S = 1.0
@@ -59,7 +58,7 @@ def swap_in(
             return attempts
         except psycopg.errors.LockNotAvailable:
             pass
-        holders = describe_holders(conn, live)
+        holders = lock_holders(conn, live)
         waited = time.monotonic() - started
         if waited >= patience_s:
             raise SwapBlocked(
@@ -97,38 +96,3 @@ def _swap_once(conn: psycopg.Connection[Any], live: str, fresh: str) -> None:
             )
         )
         drop_schema(conn, old)
-
-
-def describe_holders(conn: psycopg.Connection[Any], schema: str) -> str:
-    """The other sessions holding locks on ``schema``'s tables, oldest transaction first
-    (``pid 123 (user u, application psql, idle in transaction since 2026-12-06 07:20:01
-    UTC) holds runs``), or what to look at when none is seen any more."""
-    rows = conn.execute(
-        """
-        SELECT a.pid, a.usename, a.application_name, a.state, a.xact_start,
-               string_agg(DISTINCT c.relname, ', ' ORDER BY c.relname)
-        FROM pg_locks l
-        JOIN pg_class c ON c.oid = l.relation
-        JOIN pg_namespace n ON n.oid = c.relnamespace
-        JOIN pg_stat_activity a ON a.pid = l.pid
-        WHERE n.nspname = %s AND c.relkind IN ('r', 'p') AND l.granted
-          AND l.pid <> pg_backend_pid()
-        GROUP BY a.pid, a.usename, a.application_name, a.state, a.xact_start
-        ORDER BY a.xact_start NULLS LAST, a.pid
-        """,
-        (schema,),
-    ).fetchall()
-    if not rows:
-        return (
-            "no session holds its tables now (the writers' lock or short reads were in the "
-            "way; see pg_locks)"
-        )
-    return "; ".join(_holder(tuple(row)) for row in rows)
-
-
-def _holder(row: tuple[Any, ...]) -> str:
-    pid, user, app, state, since, tables = row
-    about = [f"user {user}" if user else "", f"application {app}" if app else ""]
-    began = f" since {since:%Y-%m-%d %H:%M:%S %Z}" if isinstance(since, datetime) else ""
-    about.append(f"{state or 'state unknown'}{began}")
-    return f"pid {pid} ({', '.join(a for a in about if a)}) holds {tables}"

@@ -26,6 +26,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
+from projections import batch_writer
 from projections.compare import compare_schemas
 from projections.db import connect, schema_name
 from projections.errors import ProjectionError
@@ -303,4 +304,45 @@ def test_a_batch_postgresql_keeps_refusing_is_retried_backing_off(
     assert all("\n" not in m and "Check free disk space" in m for m in refused), refused
     assert refused[0].endswith("; reconnecting")
     assert refused[-1].endswith("; failed 7 times in a row, reconnecting in 30 s")
+    assert_same_as_uninterrupted(settings)
+
+
+def test_a_table_another_session_holds_is_waited_for_naming_it(
+    settings: Settings, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An ``ALTER TABLE``, a ``CREATE INDEX`` or a ``LOCK TABLE`` on a projection table held
+    every batch that writes the table, in silence: the projector's loop stopped coming
+    round, and ``serve`` took it for stalled and killed it, again and again while the lock
+    lasted. A statement now waits at most ``TABLE_LOCK_WAIT_S`` (shortened here); the
+    projector says who holds the table and tries again, reconnecting (alive, not ready),
+    and resumes exactly once the lock goes."""
+    monkeypatch.setattr(batch_writer, "TABLE_LOCK_WAIT_S", 0.5)
+    rng = random.Random(6)
+    produce_history(settings, build_history(rng, 30, tag="before"), rng=rng)
+    schema = schema_name(settings.topic_prefix)
+    projector = Projector(settings, batch_size=200)
+    caplog.set_level("WARNING", logger="sluicegate")
+    thread = _run_in_thread(projector)
+    analyst = connect(settings.pg_dsn)
+    try:
+        _wait_until(lambda: _caught_up(settings, schema, projector.end_offsets()), 60, "before")
+        analyst.execute(f"LOCK TABLE {schema}.runs IN ACCESS EXCLUSIVE MODE")
+        pid = analyst.info.backend_pid
+        produce_history(settings, build_history(rng, 30, tag="during"), rng=rng)
+
+        def named() -> list[str]:
+            return [r.getMessage() for r in caplog.records if f"pid {pid} (" in r.getMessage()]
+
+        _wait_until(lambda: len(named()) >= 3, 60, "lines naming the session")
+        # An hour on: alive only because it says it waits for PostgreSQL.
+        alive = projector.alive(time.monotonic() + 3600)
+        analyst.rollback()  # the lock ends
+        _wait_until(lambda: _caught_up(settings, schema, projector.end_offsets()), 60, "after")
+    finally:
+        analyst.close()  # first: a batch still waiting for the lock would hold the stop
+        _stop(projector, thread)
+    print("\n" + "\n".join(named()[:3]))
+    assert alive
+    assert all("lock timeout" in m and f"on {schema}: pid {pid} (user " in m for m in named())
+    assert all(m.count("holds runs") == 1 for m in named())
     assert_same_as_uninterrupted(settings)

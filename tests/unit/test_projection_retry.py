@@ -43,3 +43,12 @@ def test_an_error_of_several_lines_is_logged_as_one() -> None:
         "HINT:  Check free disk space.; CONTEXT:  COPY event_log, line 85"
     )
     assert one_line(psycopg.OperationalError()) == "OperationalError"
+
+
+def test_a_note_added_to_the_error_joins_its_line() -> None:
+    error = psycopg.errors.LockNotAvailable("canceling statement due to lock timeout\n")
+    error.add_note("on sg_x: pid 7 (user analyst, idle in transaction) holds runs")
+    assert one_line(error) == (
+        "canceling statement due to lock timeout; "
+        "on sg_x: pid 7 (user analyst, idle in transaction) holds runs"
+    )
