@@ -46,11 +46,11 @@ it is taken for stalled."""
 
 
 def _options(dsn: str, *, durable: bool) -> str:
-    """The DSN's ``options``, the lock wait, and ``synchronous_commit = off`` unless
-    ``durable``."""
+    """The lock wait, then the DSN's own ``options`` (a ``lock_timeout`` there wins), then
+    ``synchronous_commit = off`` unless ``durable``."""
     given = str(conninfo_to_dict(dsn).get("options") or "")
     wait = f"-c lock_timeout={round(TABLE_LOCK_WAIT_S * 1000)}"
-    return " ".join(o for o in (given, wait, "" if durable else "-c synchronous_commit=off") if o)
+    return " ".join(o for o in (wait, given, "" if durable else "-c synchronous_commit=off") if o)
 
 
 class BatchWriter:

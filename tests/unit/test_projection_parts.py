@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from projections import batch_writer
 from projections.compare import Difference
 from projections.db import REBUILD_SUFFIX, schema_name
 from projections.handlers import HANDLERS, Source, project, record_time_ms
@@ -20,6 +21,23 @@ from schemas.records import RECORD_CLASSES
 from streams.adapters.replay import ReplayFilter, csv_columns, parse_time
 from streams.errors import InvalidFilter
 from tests.support.memory_projection import MemoryProjection
+
+
+@pytest.mark.parametrize(
+    ("dsn", "durable", "options"),
+    [
+        ("postgresql://u@h/db", True, "-c lock_timeout=10000"),
+        ("postgresql://u@h/db", False, "-c lock_timeout=10000 -c synchronous_commit=off"),
+        # The DSN's own options come after the lock wait, so its lock_timeout wins.
+        (
+            "host=h options='-c lock_timeout=60000'",
+            False,
+            "-c lock_timeout=10000 -c lock_timeout=60000 -c synchronous_commit=off",
+        ),
+    ],
+)
+def test_a_writer_session_bounds_its_lock_waits(dsn: str, durable: bool, options: str) -> None:
+    assert batch_writer._options(dsn, durable=durable) == options
 
 
 def test_schema_names_are_safe_identifiers_that_fit() -> None:
