@@ -141,14 +141,12 @@ async def _query(request: web.Request, fn: Callable[[psycopg.Connection[Any], st
     schema = schema_name(settings.topic_prefix)
 
     def run() -> _T:
-        with app[POOL_KEY].connection(timeout=5.0) as conn:
+        with app[POOL_KEY].connection(timeout=5.0) as conn, queries.reading(settings):
             queries.ensure_readable(conn, schema, settings)
             return fn(conn, schema)
 
     try:
         return await asyncio.to_thread(run)
-    except psycopg.errors.QueryCanceled as e:
-        raise _Unavailable(queries.read_timed_out(settings)) from e
     except (PoolTimeout, psycopg.OperationalError) as e:
         raise _Unavailable(
             f"PostgreSQL at {describe_dsn(settings.pg_dsn)} is not answering; try again shortly"

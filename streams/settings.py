@@ -130,6 +130,26 @@ def check_text_variables(env: Mapping[str, str]) -> None:
                 raise SettingsError(f"{var}: {problem}; set it again as UTF-8 text")
 
 
+def duration_setting(
+    env: Mapping[str, str],
+    var: str,
+    default: str,
+    low: float,
+    high: float,
+    *,
+    error: type[Exception] = SettingsError,
+) -> float:
+    """Seconds of the duration ``var`` holds (``default`` if unset), from ``low`` to
+    ``high``; else ``error`` naming the variable and the range."""
+    raw = env.get(var, default)
+    seconds = parse_duration_s(raw)
+    if seconds is None or not low <= seconds <= high:
+        raise error(
+            f"{var}={raw!r} must be a duration from {low:g}s to {high:g}s (e.g. 250ms, 2s, 5m)"
+        )
+    return seconds
+
+
 def load_settings(env: Mapping[str, str] | None = None) -> Settings:
     """Read settings from ``env`` (default: the process environment); validate every value."""
     env = os.environ if env is None else env
@@ -161,13 +181,7 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
             f"SLUICEGATE_PARTITIONS={raw_partitions!r} must be a whole number from 1 to 1024"
         )
 
-    raw_read_timeout = env.get("SLUICEGATE_READ_TIMEOUT", "10s")
-    read_timeout_s = parse_duration_s(raw_read_timeout)
-    if read_timeout_s is None or not 0.1 <= read_timeout_s <= 600:
-        raise SettingsError(
-            f"SLUICEGATE_READ_TIMEOUT={raw_read_timeout!r} must be a duration from 0.1s to "
-            "600s (e.g. 500ms, 10s, 2m)"
-        )
+    read_timeout_s = duration_setting(env, "SLUICEGATE_READ_TIMEOUT", "10s", 0.1, 600)
 
     extra: dict[str, str] = {}
     if "SLUICEGATE_RDKAFKA_FILE" in env:

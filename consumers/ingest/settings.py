@@ -24,7 +24,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from consumers.ingest.errors import IngestSettingsError
-from streams.text import parse_duration_s, parse_whole
+from streams.settings import duration_setting
+from streams.text import parse_whole
 
 DEFAULT_READ_HTTP = "127.0.0.1:8081"
 # What a Bearer credential may hold (RFC 6750's b64token), so a token can always be sent.
@@ -109,10 +110,4 @@ def _read_token(env: Mapping[str, str]) -> str | None:
 
 
 def _duration(env: Mapping[str, str], var: str, default: str, low: float, high: float) -> float:
-    raw = env.get(var, default)
-    seconds = parse_duration_s(raw)
-    if seconds is None or not low <= seconds <= high:
-        raise IngestSettingsError(
-            f"{var}={raw!r} must be a duration from {low:g}s to {high:g}s (e.g. 250ms, 2s, 5m)"
-        )
-    return seconds
+    return duration_setting(env, var, default, low, high, error=IngestSettingsError)

@@ -16,8 +16,8 @@ from projections.queries.connection import (
     found,
     iso,
     limit_reads,
-    read_timed_out,
     reader,
+    reading,
 )
 from projections.queries.counts import (
     BY_REASON,
@@ -47,8 +47,8 @@ __all__ = [
     "get_timeline",
     "iso",
     "limit_reads",
-    "read_timed_out",
     "reader",
+    "reading",
     "rerun_result",
     "run_admission_key",
 ]

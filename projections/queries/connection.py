@@ -49,18 +49,28 @@ def reader(settings: Settings) -> Iterator[tuple[psycopg.Connection[Any], str]]:
     schema = schema_name(settings.topic_prefix)
     conn = connect(settings.pg_dsn, autocommit=True)
     try:
-        limit_reads(conn, settings)
-        ensure_readable(conn, schema, settings)
-        yield conn, schema
+        with reading(settings):
+            limit_reads(conn, settings)
+            ensure_readable(conn, schema, settings)
+            yield conn, schema
+    finally:
+        conn.close()
+
+
+@contextmanager
+def reading(settings: Settings) -> Iterator[None]:
+    """Statements on a connection that is open already: one cancelled by the read timeout
+    (:func:`limit_reads`), or one whose connection is lost, becomes
+    :class:`ProjectionUnavailable` saying so (the read commands and the HTTP read API)."""
+    try:
+        yield
     except psycopg.errors.QueryCanceled as e:
-        raise ProjectionUnavailable(read_timed_out(settings)) from e
+        raise ProjectionUnavailable(_read_timed_out(settings)) from e
     except psycopg.OperationalError as e:
         raise ProjectionUnavailable(
             f"lost PostgreSQL at {describe_dsn(settings.pg_dsn)} while reading "
             f"({one_line(e)}); try again shortly"
         ) from e
-    finally:
-        conn.close()
 
 
 def limit_reads(conn: psycopg.Connection[Any], settings: Settings) -> None:
@@ -72,8 +82,7 @@ def limit_reads(conn: psycopg.Connection[Any], settings: Settings) -> None:
     conn.execute("SELECT set_config('statement_timeout', %s, false)", (timeout_ms,))
 
 
-def read_timed_out(settings: Settings) -> str:
-    """What a read cancelled by :func:`limit_reads` answers."""
+def _read_timed_out(settings: Settings) -> str:
     return (
         f"the read did not finish within SLUICEGATE_READ_TIMEOUT "
         f"({settings.read_timeout_s:g}s): a session holds a lock on the projection's tables "

@@ -62,6 +62,7 @@ from confluent_kafka import (
     TopicPartition,
 )
 
+from schemas.topics import Role
 from streams import collector
 from streams.clock import wall_clock_ms
 from streams.engine import checkpoint
@@ -76,8 +77,7 @@ from streams.errors import (
 )
 from streams.kafka.clients import admin_client, read_committed_consumer, uncommitted_consumer
 from streams.kafka.offsets import RETRY_PAUSE_S, transient, watermarks
-from streams.kafka.topic_policy import deletes_records, refusal
-from streams.kafka.topics import read_configs
+from streams.kafka.topics import deleting_state, read_configs
 from streams.settings import Settings
 
 log = logging.getLogger("sluicegate.processor")
@@ -188,18 +188,13 @@ class Restorer:
 
     def check_changelog(self, topic: str) -> None:
         """:class:`~streams.errors.ChangelogDeletesRecords` if the broker may delete
-        ``topic``'s records (``streams/kafka/topic_policy.py``). A configuration that cannot
-        be read (no ``DescribeConfigs`` right, a broker slow to answer) is logged and passed over:
-        this guards against a misconfiguration, and the restore that follows meets an
-        unreachable broker anyway."""
-        try:
-            config = self._config(topic, CHECK_TIMEOUT_S)
-        except (KafkaException, TimeoutError) as e:
-            log.warning("%s: cannot read its configuration (%s); policy unchecked", topic, e)
-            return
-        why = deletes_records(config)
-        if why is not None:
-            raise ChangelogDeletesRecords(refusal(topic, why, self._bootstrap))
+        ``topic``'s records (``streams.kafka.topics.deleting_state``; a configuration that
+        cannot be read is logged and passed over)."""
+        refused = deleting_state(
+            self._admin, {topic: Role.CHANGELOG}, self._bootstrap, CHECK_TIMEOUT_S
+        )
+        if refused is not None:
+            raise ChangelogDeletesRecords(refused)
 
     def _config(self, topic: str, timeout: float) -> dict[str, str]:
         """``topic``'s configuration: the entries the broker gives a value."""

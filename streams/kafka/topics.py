@@ -25,7 +25,7 @@ from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType  # type: ignore[attr-defined]
 from confluent_kafka.cimpl import NewTopic
 
-from schemas.topics import TOPICS, TopicSpec
+from schemas.topics import TOPICS, Role, TopicSpec
 from streams.errors import StreamsError
 from streams.kafka.clients import admin_client
 from streams.kafka.topic_policy import deletes_records, refusal
@@ -111,19 +111,31 @@ def read_configs(
 def _refuse_deleting_state(
     admin: AdminClient, wanted: Mapping[str, TopicSpec], settings: Settings, timeout_s: float
 ) -> None:
-    """:class:`TopicError` naming the first compacted topic whose records the broker may
-    delete (and the others), with the fix."""
-    compacted = [name for name, spec in wanted.items() if spec.compacted]
+    compacted = {name: spec.role for name, spec in wanted.items() if spec.compacted}
+    refused = deleting_state(admin, compacted, settings.kafka, timeout_s)
+    if refused is not None:
+        raise TopicError(refused)
+
+
+def deleting_state(
+    admin: AdminClient, topics: Mapping[str, Role], bootstrap: str, timeout_s: float
+) -> str | None:
+    """The refusal (``topic_policy.refusal``) for the first of ``topics`` (state topics, by
+    role) whose records the broker may delete, naming the others too; ``None`` if they all
+    keep their records. A configuration that cannot be read (no ``DescribeConfigs`` right,
+    a broker slow to answer) is logged and passed over: this guards against a
+    misconfiguration, and what follows meets an unreachable broker anyway."""
     try:
-        configs = read_configs(admin, compacted, timeout_s)
+        configs = read_configs(admin, list(topics), timeout_s)
     except (KafkaException, TimeoutError) as e:
-        log.warning("cannot read the topics' configuration (%s); policies unchecked", e)
-        return
-    deleting = [(n, why) for n in compacted if (why := deletes_records(configs[n])) is not None]
-    if deleting:
-        (first, why), *others = deleting
-        also = "".join(f" Also {name} ({more})." for name, more in others)
-        raise TopicError(refusal(first, why, settings.kafka, wanted[first].role) + "." + also)
+        log.warning("cannot read the configuration of %s (%s); unchecked", ", ".join(topics), e)
+        return None
+    deleting = [(n, why) for n in topics if (why := deletes_records(configs[n])) is not None]
+    if not deleting:
+        return None
+    (first, why), *others = deleting
+    also = "".join(f" Also {name} ({more})." for name, more in others)
+    return refusal(first, why, bootstrap, topics[first]) + "." + also
 
 
 def _existing_group_counts(existing: dict[str, int], settings: Settings) -> dict[str, int]:
