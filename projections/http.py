@@ -29,7 +29,7 @@ from aiohttp import web
 from aiohttp.typedefs import Handler, Middleware
 from psycopg_pool import ConnectionPool, PoolTimeout
 
-from projections import metrics, queries
+from projections import metrics, pages, queries
 from projections.db import describe_dsn, schema_name
 from projections.errors import ProjectionUnavailable
 from projections.queries import journal as journal_queries
@@ -182,9 +182,17 @@ async def _get_run(request: web.Request) -> web.Response:
 
 
 async def _get_occurrence(request: web.Request) -> web.Response:
+    """One occurrence with one page of its deliveries: ``?from=`` (0) and ``?limit=``
+    (:data:`~projections.pages.DELIVERIES_PAGE`, at most :data:`~projections.pages.PAGE_MAX`)."""
     key = request.match_info["key"]
+    page = _page(request)
+    if isinstance(page, web.Response):
+        return page
+    start, limit = page
     try:
-        found = await _query(request, lambda c, s: queries.get_occurrence(c, s, key))
+        found = await _query(
+            request, lambda c, s: queries.get_occurrence(c, s, key, start=start, limit=limit)
+        )
     except _Unavailable as e:
         return _unavailable(e)
     if found is None:
@@ -194,6 +202,26 @@ async def _get_occurrence(request: web.Request) -> web.Response:
             f"no occurrence or delivery {key!r} in the projection; {queries.PROJECTOR_HINT}",
         )
     return web.json_response(found)
+
+
+def _page(request: web.Request) -> tuple[int, int] | web.Response:
+    """``(from, limit)`` of the request's query, or its 400 ``invalid_query``."""
+    start_text = request.query.get("from", "0")
+    limit_text = request.query.get("limit", str(pages.DELIVERIES_PAGE))
+    start, limit = pages.parse_from(start_text), pages.parse_limit(limit_text)
+    problems = [
+        {"field": field, "message": f"{text!r} is not {accepts}"}
+        for field, text, value, accepts in (
+            ("from", start_text, start, pages.FROM_ACCEPTS),
+            ("limit", limit_text, limit, pages.LIMIT_ACCEPTS),
+        )
+        if value is None
+    ]
+    if start is None or limit is None:
+        return error_response(
+            400, "invalid_query", "the page of deliveries asked for is not one", problems
+        )
+    return start, limit
 
 
 async def _get_scope(request: web.Request) -> web.Response:

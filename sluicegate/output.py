@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
-from typing import TextIO
+from collections.abc import Mapping, Sequence
+from typing import Any, TextIO
 
 import orjson
 
@@ -47,6 +47,19 @@ def print_pairs(pairs: list[tuple[str, object]]) -> None:
         if isinstance(shown, list):
             shown = ", ".join(str(v) for v in shown)
         print(f"{key.ljust(width)}  {shown}")
+
+
+def page_line(
+    page: Mapping[str, Any], listed: int, total: int, tally: Mapping[str, int] | None = None
+) -> str:
+    """Where a page of a list stands: ``101-200 of 200,001: 1 admitted, 200,000
+    deduplicated; --from 200 for more`` (``page`` as :func:`projections.pages.page` gives it,
+    ``tally`` a count per kind)."""
+    start = page["from"]
+    line = (f"{start + 1:,}-{start + listed:,}" if listed else "none") + f" of {total:,}"
+    if tally:
+        line += ": " + ", ".join(f"{n:,} {kind}" for kind, n in tally.items())
+    return line if page["next"] is None else f"{line}; --from {page['next']} for more"
 
 
 def clip(value: object, width: int = 60) -> object:

@@ -6,7 +6,8 @@ parameter; identifiers go through :class:`psycopg.sql.Identifier`.
 
 Modules: :mod:`.connection` (the reader and shared helpers), :mod:`.runs`,
 :mod:`.occurrences`, :mod:`.counts`, :mod:`.scopes`, :mod:`.journal` (the gateway's tables:
-gauges, holds, recoveries); every query but the journal's is importable from here.
+gauges, holds, recoveries); every query but the journal's is importable from here. Lists
+whose length senders set are read a page at a time (:mod:`projections.pages`).
 """
 
 from projections.queries.connection import (

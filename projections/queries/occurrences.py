@@ -1,4 +1,5 @@
-"""One occurrence, by admission key or by the id of one of its deliveries."""
+"""One occurrence, by admission key or by the id of one of its deliveries; its deliveries a
+page at a time (:mod:`projections.pages`), counted in full."""
 
 from __future__ import annotations
 
@@ -7,18 +8,31 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
+from projections.pages import DELIVERIES_PAGE, page
 from projections.queries.connection import Json, fetch_all, fetch_one, matchable, table
 
 
-def get_occurrence(conn: psycopg.Connection[Any], schema: str, key: str) -> Json | None:
+def get_occurrence(
+    conn: psycopg.Connection[Any],
+    schema: str,
+    key: str,
+    *,
+    start: int = 0,
+    limit: int = DELIVERIES_PAGE,
+) -> Json | None:
     """One occurrence by admission key (or by the id of one of its deliveries).
 
-    Returns its runs, every delivery with its outcome, rerun requests and eviction, or
-    ``None`` when neither an admission key nor a delivery id matches.
+    Returns its runs, its rerun requests and eviction, ``delivery_counts`` (``total`` and one
+    count per outcome, ``pending`` for a delivery with none yet) and the deliveries from
+    position ``start`` (0 is the first) up to ``limit`` of them, in a fixed order (received,
+    then partition and offset, then id), with ``deliveries_page``: ``from``, ``limit`` and
+    ``next``, the ``start`` of the following page or ``None`` after the last. ``None`` when
+    neither an admission key nor a delivery id matches. Positions are stable while no
+    delivery is added ahead of them (the projector adds them in the order received).
     """
     if not matchable(key):
         return None
-    found = _occurrence(conn, schema, key)
+    found = _occurrence(conn, schema, key, start, limit)
     if found is not None:
         found["found_by"] = "admission_key"
         return found
@@ -32,13 +46,15 @@ def get_occurrence(conn: psycopg.Connection[Any], schema: str, key: str) -> Json
     )
     if owner is None:
         return None
-    found = _occurrence(conn, schema, owner["admission_key"])
+    found = _occurrence(conn, schema, owner["admission_key"], start, limit)
     if found is not None:
         found["found_by"] = "delivery_id"
     return found
 
 
-def _occurrence(conn: psycopg.Connection[Any], schema: str, key: str) -> Json | None:
+def _occurrence(
+    conn: psycopg.Connection[Any], schema: str, key: str, start: int, limit: int
+) -> Json | None:
     runs = fetch_all(
         conn,
         sql.SQL(
@@ -60,10 +76,25 @@ def _occurrence(conn: psycopg.Connection[Any], schema: str, key: str) -> Json | 
             "FROM (SELECT * FROM {d} WHERE admission_key = %(key)s) d "
             "FULL JOIN (SELECT * FROM {o} WHERE admission_key = %(key)s) o "
             "ON o.delivery_id = d.delivery_id "
-            "ORDER BY 5 NULLS LAST, d.src_partition, d.src_offset, 1"
+            "ORDER BY 5 NULLS LAST, d.src_partition, d.src_offset, 1 "
+            "LIMIT %(limit)s OFFSET %(start)s"
         ).format(d=table(schema, "deliveries"), o=table(schema, "delivery_outcomes")),
-        {"key": key},
+        {"key": key, "limit": limit, "start": start},
     )
+    counts = {
+        row["outcome"]: row["n"]
+        for row in fetch_all(
+            conn,
+            sql.SQL(
+                "SELECT coalesce(o.outcome, 'pending') AS outcome, count(*) AS n "
+                "FROM (SELECT delivery_id FROM {d} WHERE admission_key = %(key)s) d "
+                "FULL JOIN (SELECT delivery_id, outcome FROM {o} WHERE admission_key = %(key)s) o "
+                "ON o.delivery_id = d.delivery_id GROUP BY 1 ORDER BY 1"
+            ).format(d=table(schema, "deliveries"), o=table(schema, "delivery_outcomes")),
+            {"key": key},
+        )
+    }
+    total = sum(counts.values())
     requests = fetch_all(
         conn,
         sql.SQL(
@@ -87,14 +118,16 @@ def _occurrence(conn: psycopg.Connection[Any], schema: str, key: str) -> Json | 
         ),
         (key,),
     )
-    if not runs and not deliveries and not requests and eviction is None:
+    if not runs and not total and not requests and eviction is None:
         return None
     for d in deliveries:
         d["outcome"] = d["outcome"] or "pending"
     return {
         "admission_key": key,
         "runs": runs,
+        "delivery_counts": {"total": total, **counts},
         "deliveries": deliveries,
+        "deliveries_page": page(start, limit, len(deliveries), total),
         "rerun_requests": requests,
         "evicted": eviction,
     }

@@ -1,4 +1,5 @@
-"""One run: its frozen context, status and slots, its timeline, and the outcome of a rerun."""
+"""One run: its frozen context, status and slots, its timeline (a page at a time), and the
+outcome of a rerun."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
+from projections.pages import TIMELINE_PAGE, page
 from projections.queries.connection import (
     Json,
     fetch_all,
@@ -110,15 +112,28 @@ def _slots(
     return result
 
 
-def get_timeline(conn: psycopg.Connection[Any], schema: str, run_id: str) -> list[Json] | None:
-    """Every projected record of one run, in order: by the record's own time, then (for
-    equal times) by when it was written to Kafka, then topic, partition and offset.
+def get_timeline(
+    conn: psycopg.Connection[Any],
+    schema: str,
+    run_id: str,
+    *,
+    start: int = 0,
+    limit: int = TIMELINE_PAGE,
+) -> Json | None:
+    """One run's projected records, a page at a time: ``records`` from position ``start`` (0 is
+    the first) up to ``limit`` of them, ``total``, and ``page`` (``from``, ``limit``, ``next``:
+    see :func:`projections.pages.page`). ``None`` when the run is unknown.
 
-    Includes the deliveries answered with the run, the branch reports as the workers sent
-    them and as the processor accepted them, rerun requests for it and the runs they admitted,
-    the eviction of its admission record, and the gateway's records (dispatch, the action
-    journal, checkpoints, holds, recoveries and operator commands). ``None`` when the run is
-    unknown.
+    In order: by the record's own time, then (for equal times) by when it was written to
+    Kafka, then topic, partition and offset. Includes the deliveries answered with the run,
+    the branch reports as the workers sent them and as the processor accepted them, rerun
+    requests for it and the runs they admitted, the eviction of its admission record, and the
+    gateway's records (dispatch, the action journal, checkpoints, holds, recoveries and
+    operator commands).
+
+    The deliveries are joined, not looked up with ``IN (subquery)``: past what fits in
+    ``work_mem`` (about 100,000 ids) PostgreSQL scanned the whole subquery once per record,
+    and the timeline of a run delivered 1,000,000 times did not finish in minutes.
     """
     if not matchable(run_id):
         return None
@@ -136,22 +151,32 @@ def get_timeline(conn: psycopg.Connection[Any], schema: str, run_id: str) -> lis
         if known is None:
             return None
         run = {"admission_key": None}
+    # Three disjoint parts: the run's own records, the deliveries answered with it, and the
+    # records of its occurrence that name it (a rerun of it, an eviction).
+    matching = sql.SQL(
+        "SELECT e.* FROM {log} e WHERE e.run_id = %(run)s "
+        "UNION ALL SELECT e.* FROM {log} e JOIN {outcomes} o ON o.delivery_id = e.delivery_id "
+        "WHERE o.run_id = %(run)s AND e.admission_key = %(key)s AND e.type = 'AdmitDelivery' "
+        "AND e.run_id IS DISTINCT FROM %(run)s "
+        "UNION ALL SELECT e.* FROM {log} e WHERE e.admission_key = %(key)s "
+        "AND e.run_id IS DISTINCT FROM %(run)s AND ("
+        "  (e.type = 'RunAdmitted' AND e.record->>'rerun_of' = %(run)s)"
+        "  OR (e.type = 'AdmissionRecordEvicted' AND e.record->'run_ids' ? %(run)s))"
+    ).format(log=log, outcomes=table(schema, "delivery_outcomes"))
+    params = {"run": run_id, "key": run["admission_key"], "limit": limit, "start": start}
     rows = fetch_all(
         conn,
         sql.SQL(
             "SELECT src_topic, src_partition, src_offset, type, time_ms, kafka_ts_ms, record "
-            "FROM {log} WHERE run_id = %(run)s "
-            "OR (admission_key = %(key)s AND ("
-            "  (type = 'AdmitDelivery' AND delivery_id IN "
-            "     (SELECT delivery_id FROM {outcomes} WHERE run_id = %(run)s))"
-            "  OR (type = 'RunAdmitted' AND record->>'rerun_of' = %(run)s)"
-            "  OR (type = 'AdmissionRecordEvicted' AND record->'run_ids' ? %(run)s)))"
-            "ORDER BY coalesce(time_ms, kafka_ts_ms), kafka_ts_ms, "
-            "src_topic, src_partition, src_offset"
-        ).format(log=log, outcomes=table(schema, "delivery_outcomes")),
-        {"run": run_id, "key": run["admission_key"]},
+            "FROM ({matching}) t ORDER BY coalesce(time_ms, kafka_ts_ms), kafka_ts_ms, "
+            "src_topic, src_partition, src_offset LIMIT %(limit)s OFFSET %(start)s"
+        ).format(matching=matching),
+        params,
     )
-    return [
+    total = fetch_one(
+        conn, sql.SQL("SELECT count(*) AS n FROM ({matching}) t").format(matching=matching), params
+    )
+    records = [
         {
             "time_ms": r["time_ms"] if r["time_ms"] is not None else r["kafka_ts_ms"],
             "time": iso(r["time_ms"] if r["time_ms"] is not None else r["kafka_ts_ms"]),
@@ -163,6 +188,8 @@ def get_timeline(conn: psycopg.Connection[Any], schema: str, run_id: str) -> lis
         }
         for r in rows
     ]
+    count = int(total["n"]) if total is not None else 0
+    return {"records": records, "total": count, "page": page(start, limit, len(records), count)}
 
 
 def run_admission_key(conn: psycopg.Connection[Any], schema: str, run_id: str) -> str | None:

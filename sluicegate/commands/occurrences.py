@@ -1,18 +1,22 @@
-"""``sluicegate occurrences show``: one occurrence and every delivery of it (the projection)."""
+"""``sluicegate occurrences show``: one occurrence and its deliveries, a page at a time, each
+counted (the projection)."""
 
 from __future__ import annotations
 
 import argparse
 
-from sluicegate.output import clip, print_json, print_pairs, print_table
+from projections.pages import DELIVERIES_PAGE
+from sluicegate.commands.options import add_page_options
+from sluicegate.output import clip, page_line, print_json, print_pairs, print_table
 from streams.settings import load_settings
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    occ = subparsers.add_parser("occurrences", help="one occurrence and every delivery of it")
+    occ = subparsers.add_parser("occurrences", help="one occurrence and its deliveries")
     osub = occ.add_subparsers(dest="occurrences_command", metavar="ACTION", required=True)
     oshow = osub.add_parser("show", help="by admission key, or by the id of one of its deliveries")
     oshow.add_argument("key", metavar="ADMISSION_KEY")
+    add_page_options(oshow, what="deliveries", default=DELIVERIES_PAGE)
     oshow.add_argument("--json", action="store_true")
     oshow.set_defaults(func=cmd_occurrences_show)
 
@@ -21,7 +25,12 @@ def cmd_occurrences_show(args: argparse.Namespace) -> int:
     from projections import queries
 
     found = queries.found(
-        load_settings(), "occurrence or delivery", args.key, queries.get_occurrence
+        load_settings(),
+        "occurrence or delivery",
+        args.key,
+        lambda conn, schema, key: queries.get_occurrence(
+            conn, schema, key, start=args.start, limit=args.limit
+        ),
     )
     if args.json:
         print_json(found)
@@ -49,7 +58,10 @@ def cmd_occurrences_show(args: argparse.Namespace) -> int:
             for r in found["runs"]
         ]
     )
-    print("\nDELIVERIES")
+    counts = dict(found["delivery_counts"])
+    total = counts.pop("total")
+    listing = page_line(found["deliveries_page"], len(found["deliveries"]), total, counts)
+    print(f"\nDELIVERIES ({listing})")
     print_table(
         [
             {

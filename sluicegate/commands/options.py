@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from projections import pages
+
 MAX_WAIT_S = 3600.0
 
 
@@ -30,3 +32,36 @@ def _seconds(text: str, *, above_zero: bool) -> float:
             f"not a number of seconds ({lowest}, at most {MAX_WAIT_S:g}): {text!r}"
         )
     return seconds
+
+
+def add_page_options(parser: argparse.ArgumentParser, *, what: str, default: int) -> None:
+    """``--from N`` (``args.start``) and ``--limit N`` (``args.limit``) of a paged list."""
+    parser.add_argument(
+        "--from",
+        dest="start",
+        type=_page_from,
+        default=0,
+        metavar="N",
+        help=f"list {what} from position N (0, the first, by default)",
+    )
+    parser.add_argument(
+        "--limit",
+        type=_page_limit,
+        default=default,
+        metavar="N",
+        help=f"list at most N {what} ({default} by default, at most {pages.PAGE_MAX})",
+    )
+
+
+def _page_from(text: str) -> int:
+    value = pages.parse_from(text)
+    if value is None:
+        raise argparse.ArgumentTypeError(f"not {pages.FROM_ACCEPTS}: {text!r}")
+    return value
+
+
+def _page_limit(text: str) -> int:
+    value = pages.parse_limit(text)
+    if value is None:
+        raise argparse.ArgumentTypeError(f"not {pages.LIMIT_ACCEPTS}: {text!r}")
+    return value

@@ -16,11 +16,12 @@ from typing import Any
 from confluent_kafka import KafkaException
 
 from projections.errors import ProjectionError
+from projections.pages import TIMELINE_PAGE
 from schemas.codec import encode
 from schemas.commands import AuthorizeRerun
 from schemas.topics import DELIVERIES
-from sluicegate.commands.options import wait_seconds
-from sluicegate.output import clip, print_json, print_pairs, print_table
+from sluicegate.commands.options import add_page_options, wait_seconds
+from sluicegate.output import clip, page_line, print_json, print_pairs, print_table
 from streams.clock import wall_clock_ms
 from streams.kafka.clients import idempotent_producer
 from streams.settings import Settings, load_settings
@@ -33,8 +34,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     show.add_argument("run_id", metavar="RUN_ID")
     show.add_argument("--json", action="store_true", help="print JSON instead of tables")
     show.set_defaults(func=cmd_runs_show)
-    timeline = rsub.add_parser("timeline", help="a run's whole history in order, across topics")
+    timeline = rsub.add_parser(
+        "timeline", help="a run's history in order, across topics, a page at a time"
+    )
     timeline.add_argument("run_id", metavar="RUN_ID")
+    add_page_options(timeline, what="records", default=TIMELINE_PAGE)
     timeline.add_argument("--json", action="store_true", help="print JSON lines, one per event")
     timeline.set_defaults(func=cmd_runs_timeline)
     rerun = rsub.add_parser("rerun", help="request an authorized rerun of a run")
@@ -186,10 +190,23 @@ def cmd_runs_timeline(args: argparse.Namespace) -> int:
     from projections import queries
 
     settings = load_settings()
-    events = queries.found(settings, "run", args.run_id, queries.get_timeline)
+    timeline = queries.found(
+        settings,
+        "run",
+        args.run_id,
+        lambda conn, schema, run_id: queries.get_timeline(
+            conn, schema, run_id, start=args.start, limit=args.limit
+        ),
+    )
+    events = timeline["records"]
+    # Said only of a part: a whole timeline prints as it always has.
+    part = len(events) < timeline["total"]
+    listing = page_line(timeline["page"], len(events), timeline["total"])
     if args.json:
         for event in events:
             print_json(event)
+        if part:
+            print(f"sluicegate runs timeline: records {listing}", file=sys.stderr)
         return 0
     candidates = _candidates(settings, args.run_id)
     if candidates:
@@ -225,6 +242,8 @@ def cmd_runs_timeline(args: argparse.Namespace) -> int:
             for e in events
         ]
     )
+    if part:
+        print(f"\nrecords {listing}")
     return 0
 
 
