@@ -9,7 +9,8 @@ every reason); every request gets one JSON access-log line (``sluicegate.read.ac
 
 :func:`add_read_routes` registers the routes and a small PostgreSQL connection pool on an
 existing :class:`aiohttp.web.Application` (the pool opens with the app and closes with it).
-Queries are the CLI's (:mod:`projections.queries`), run in a worker thread. Errors are JSON:
+Queries are the CLI's (:mod:`projections.queries`), run on the read API's own threads, never
+the process's default pool (:class:`_Readers`). Errors are JSON:
 ``{"error": {"code", "message", "problems"}}`` — 404 for an unknown id or route (and for an
 id or key no stored text can equal: one holding NUL), 503 when the projection cannot be read.
 """
@@ -21,6 +22,7 @@ import hmac
 import logging
 import time
 from collections.abc import AsyncIterator, Callable
+from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from typing import Any, TypeVar
 
@@ -39,7 +41,6 @@ _T = TypeVar("_T")
 
 access_log = logging.getLogger("sluicegate.read.access")
 
-POOL_KEY: web.AppKey[ConnectionPool] = web.AppKey("sluicegate_read_pool", ConnectionPool)
 SETTINGS_KEY: web.AppKey[Settings] = web.AppKey("sluicegate_read_settings", Settings)
 
 
@@ -106,7 +107,7 @@ def _bearer_matches(request: web.Request, expected: bytes) -> bool:
 def add_read_routes(app: web.Application, settings: Settings) -> None:
     """Register the read endpoints on ``app``, reading the projection of ``settings``."""
     app[SETTINGS_KEY] = settings
-    app.cleanup_ctx.append(_pool_context)
+    app.cleanup_ctx.append(_readers_context)
     app.router.add_get("/v1/runs/{run_id}", _get_run)
     # `.+` so that an admission key with a "/" matches whether or not it was %2F-encoded.
     app.router.add_get("/v1/occurrences/{key:.+}", _get_occurrence)
@@ -116,37 +117,83 @@ def add_read_routes(app: web.Application, settings: Settings) -> None:
     app.router.add_get("/metrics", _get_metrics)
 
 
-async def _pool_context(app: web.Application) -> AsyncIterator[None]:
-    settings = app[SETTINGS_KEY]
-    pool: ConnectionPool = ConnectionPool(
-        settings.pg_dsn,
-        min_size=1,
-        max_size=4,
-        kwargs={"autocommit": True, "connect_timeout": 5},
-        configure=partial(queries.limit_reads, settings=settings),
-        open=False,
-        name="sluicegate-read",
-    )
-    pool.open(wait=False)
-    app[POOL_KEY] = pool
+READ_CONNECTIONS = 4
+"""Reads served at once: the pool's connections, and as many threads of the read API's own."""
+READ_SLOT_WAIT_S = 5.0
+"""How long a read waits for one of those, then 503 ``projection_unavailable``."""
+
+
+class _Readers:
+    """Where reads run: a pool of :data:`READ_CONNECTIONS` connections and a thread pool of
+    as many threads, the read API's own. Reads that wait (behind a lock, on a slow query)
+    then hold up other reads only, never the work of the process they share: ``sluicegate
+    ingest``'s webhook checks Kafka for ``/readyz`` on the default thread pool, which the
+    reads also used, so 40 reads held by a lock kept ``/readyz`` waiting for over a minute.
+    A read waits at most :data:`READ_SLOT_WAIT_S` for its turn, as it waited for a
+    connection before."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.pool: ConnectionPool = ConnectionPool(
+            settings.pg_dsn,
+            min_size=1,
+            max_size=READ_CONNECTIONS,
+            kwargs={"autocommit": True, "connect_timeout": 5},
+            configure=partial(queries.limit_reads, settings=settings),
+            open=False,
+            name="sluicegate-read",
+        )
+        self._threads = ThreadPoolExecutor(READ_CONNECTIONS, thread_name_prefix="sluicegate-read")
+        self._turns = asyncio.Semaphore(READ_CONNECTIONS)
+
+    async def run(self, read: Callable[[], _T]) -> _T:
+        """``read()`` on one of the read threads; :class:`_Busy` if none frees up in time."""
+        try:
+            await asyncio.wait_for(self._turns.acquire(), READ_SLOT_WAIT_S)
+        except TimeoutError:
+            raise _Busy() from None
+        try:
+            return await asyncio.get_running_loop().run_in_executor(self._threads, read)
+        finally:
+            self._turns.release()
+
+    def close(self) -> None:
+        # Not waited for: a read stuck on a frozen server must not hold up a shutdown.
+        self._threads.shutdown(wait=False, cancel_futures=True)
+        self.pool.close()
+
+
+READERS_KEY: web.AppKey[_Readers] = web.AppKey("sluicegate_readers", _Readers)
+
+
+async def _readers_context(app: web.Application) -> AsyncIterator[None]:
+    readers = _Readers(app[SETTINGS_KEY])
+    readers.pool.open(wait=False)
+    app[READERS_KEY] = readers
     try:
         yield
     finally:
-        await asyncio.to_thread(pool.close)
+        await asyncio.to_thread(readers.close)
 
 
 async def _query(request: web.Request, fn: Callable[[psycopg.Connection[Any], str], _T]) -> _T:
     app = request.app
     settings = app[SETTINGS_KEY]
     schema = schema_name(settings.topic_prefix)
+    readers = app[READERS_KEY]
 
     def run() -> _T:
-        with app[POOL_KEY].connection(timeout=5.0) as conn, queries.reading(settings):
+        with readers.pool.connection(timeout=READ_SLOT_WAIT_S) as conn, queries.reading(settings):
             queries.ensure_readable(conn, schema, settings)
             return fn(conn, schema)
 
     try:
-        return await asyncio.to_thread(run)
+        return await readers.run(run)
+    except _Busy:
+        raise _Unavailable(
+            f"the read API is serving {READ_CONNECTIONS} reads already and none finished within "
+            f"{READ_SLOT_WAIT_S:g} s (slow queries, or a session holding a lock on the "
+            "projection's tables); try again shortly"
+        ) from None
     except (PoolTimeout, psycopg.OperationalError) as e:
         raise _Unavailable(
             f"PostgreSQL at {describe_dsn(settings.pg_dsn)} is not answering; try again shortly"
@@ -158,6 +205,10 @@ async def _query(request: web.Request, fn: Callable[[psycopg.Connection[Any], st
         raise _Unavailable(
             f"the projection could not be read ({type(e).__name__}); try again shortly"
         ) from e
+
+
+class _Busy(Exception):
+    pass
 
 
 class _Unavailable(Exception):

@@ -12,6 +12,7 @@ code 1) that says what to look for, and the next read after the lock goes is ser
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import subprocess
 import sys
@@ -20,6 +21,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
@@ -28,8 +30,11 @@ from psycopg import sql
 from projections.db import connect, schema_name
 from projections.http import add_read_routes
 from projections.migrate import migrate
+from streams.kafka.topics import ensure_topics
 from streams.settings import Settings
+from tests.support.history import cleanup
 from tests.support.kafka import unique_settings, wait_until
+from tests.support.ports import free_port
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 
@@ -136,3 +141,66 @@ def test_a_cli_read_whose_session_is_ended_stops_with_a_message(settings: Settin
     assert shown.returncode == 1
     assert "lost PostgreSQL at" in err and "while reading" in err
     assert "Traceback" not in err
+
+
+def test_reads_held_by_a_lock_leave_the_webhook_ready(settings: Settings, tmp_path: Path) -> None:
+    """The read API and the webhook share ``sluicegate ingest``: reads that wait (here behind
+    a lock, elsewhere behind slow queries) must not hold up the webhook's ``/readyz``. Before,
+    both ran on the process's default thread pool (six threads on two cores): 40 held reads
+    queued ``/readyz``'s Kafka check behind them for a minute and more."""
+    ensure_topics(settings)
+    hook, read = free_port(), free_port()
+    env = {
+        **os.environ,
+        "SLUICEGATE_TOPIC_PREFIX": settings.topic_prefix,
+        "SLUICEGATE_PG_DSN": settings.pg_dsn,
+        "SLUICEGATE_HTTP": f"127.0.0.1:{hook}",
+        "SLUICEGATE_READ_HTTP": f"127.0.0.1:{read}",
+        "SLUICEGATE_READ_TIMEOUT": "60s",  # held for as long as the lock is
+    }
+
+    async def scenario(process: subprocess.Popen[bytes]) -> None:
+        timeout = aiohttp.ClientTimeout(total=90)
+        async with aiohttp.ClientSession(timeout=timeout) as session:
+
+            async def get(url: str) -> tuple[int, Any]:
+                async with session.get(url) as response:
+                    return response.status, await response.json()
+
+            for _ in range(300):
+                assert process.poll() is None, "sluicegate ingest exited"
+                with contextlib.suppress(aiohttp.ClientConnectionError):
+                    if (await get(f"http://127.0.0.1:{hook}/readyz"))[0] == 200:
+                        break
+                await asyncio.sleep(0.2)
+            with locked(settings, "runs"):
+                reads = [
+                    asyncio.create_task(get(f"http://127.0.0.1:{read}/v1/runs/r-{n}"))
+                    for n in range(40)
+                ]
+                await asyncio.sleep(0.5)  # let them reach the server and wait
+                status, ready = await asyncio.wait_for(get(f"http://127.0.0.1:{hook}/readyz"), 20)
+                assert status == 200 and ready["ready"], ready
+                assert not all(task.done() for task in reads)
+            answers = await asyncio.gather(*reads)
+        statuses = [status for status, _ in answers]
+        assert set(statuses) <= {404, 503}, statuses
+        assert 404 in statuses  # the reads holding a connection are served once it goes
+        for status, body in answers:
+            if status == 503:
+                assert body["error"]["code"] == "projection_unavailable", body
+
+    with (tmp_path / "ingest.log").open("wb") as log:
+        process = subprocess.Popen(
+            [SLUICEGATE, "ingest"], env=env, stdout=log, stderr=subprocess.STDOUT
+        )
+        try:
+            asyncio.run(scenario(process))
+        finally:
+            process.terminate()
+            try:
+                process.wait(30)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait(10)
+            cleanup(settings)
