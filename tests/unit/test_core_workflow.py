@@ -178,6 +178,36 @@ def test_scope_sequence_and_auth_checks() -> None:
     assert any(p.startswith("workflow[0].auth.token_env:") for p in problems)
 
 
+@pytest.mark.parametrize(
+    ("scope", "identity", "validity", "field"),
+    [
+        # The sequence: every generation would be a scope of its own.
+        ({"fields": ["account", "candle_open"], "sequence": "candle_open"}, None, None, 1),
+        # No sequence: the generation is the source time, here candle_open + interval.
+        ({"fields": ["candle_open", "side"]}, None, None, 0),
+        ({"fields": ["account", "signal_ts"]}, None, {"source_time": "signal_ts"}, 1),
+        # The sender's event id: one occurrence, one scope.
+        ({"fields": ["alert_id"], "sequence": "candle_open"}, {"event_id": "alert_id"}, None, 0),
+    ],
+)
+def test_a_scope_field_that_changes_with_every_signal_is_refused(
+    scope: dict[str, Any],
+    identity: dict[str, Any] | None,
+    validity: dict[str, Any] | None,
+    field: int,
+) -> None:
+    document = edited(scope=scope)
+    table = document["workflow"][0]
+    if identity is not None:
+        table["identity"] = identity
+    if validity is not None:
+        table["validity"] = {**table["validity"], **validity}
+    problems = problems_of(document)
+    assert len(problems) == 1, problems
+    assert problems[0].startswith(f"workflow[0].scope.fields[{field}]: "), problems
+    assert "no signal could supersede another" in problems[0], problems
+
+
 def test_duplicate_destination_in_one_file() -> None:
     document = contract_document()
     document["workflow"].append(copy.deepcopy(document["workflow"][0]))

@@ -6,7 +6,7 @@ import re
 from collections.abc import Mapping
 
 from streams.core.errors import WorkflowFileError
-from streams.core.fields import CANDLE_CLOSE, CASE_FOLDED_FIELDS, CLOUDEVENTS
+from streams.core.fields import CANDLE_CLOSE, CANDLE_OPEN_FIELD, CASE_FOLDED_FIELDS, CLOUDEVENTS
 from streams.core.limits import (
     DEFAULT_CLOCK_UNCERTAINTY_MS,
     MAX_BRANCH_TIMEOUT_MS,
@@ -174,6 +174,14 @@ class _Reader(Checker):
         scope_fields, sequence = self._scope(path, table)
         if envelope == CLOUDEVENTS:
             self._cloudevents_fields(path, immutable, source_time, scope_fields, sequence)
+        self._scope_shared(
+            path,
+            scope_fields,
+            sequence=sequence,
+            event_id=event_id,
+            source_time=source_time,
+            envelope=envelope,
+        )
         actions = self._actions(path, table, slots, scope_fields)
         token_env, hmac_env = self._auth(path, table)
 
@@ -368,6 +376,42 @@ class _Reader(Checker):
             if sequence is None:
                 return None, None
         return fields, sequence
+
+    def _scope_shared(
+        self,
+        path: str,
+        scope_fields: tuple[str, ...] | None,
+        *,
+        sequence: str | None,
+        event_id: str | None,
+        source_time: str | None,
+        envelope: str | None,
+    ) -> None:
+        """Refuse a scope field that differs with every signal: the sequence, the source time
+        (``candle_open`` for ``candle_close``) or the event id. Each signal would be a
+        decision scope of its own, so none could supersede another, and the gate, which
+        keeps every scope, would keep one per signal."""
+        per_signal: dict[str, str] = {}
+        if sequence is not None:
+            per_signal[sequence] = "the scope's sequence"
+        if source_time == CANDLE_CLOSE:
+            per_signal.setdefault(CANDLE_OPEN_FIELD, "the source time's candle_open")
+        elif source_time is not None:
+            per_signal.setdefault(source_time, "the source time")
+        if event_id is not None:
+            per_signal.setdefault(event_id, "the sender's event id")
+        if envelope == CLOUDEVENTS:
+            per_signal.setdefault("id", "the event's id")
+        for i, name in enumerate(scope_fields or ()):
+            what = per_signal.get(name)
+            if what is not None:
+                self.problem(
+                    f"{path}.scope.fields[{i}]",
+                    f"{show(name)} is {what}, which differs with every signal: each would be "
+                    "a decision scope of its own and no signal could supersede another (the "
+                    "gate would also keep a scope per signal); scope by what signals share, "
+                    "such as account, instrument and side",
+                )
 
     def _actions(
         self,
