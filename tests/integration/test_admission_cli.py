@@ -185,3 +185,45 @@ def test_publish_takes_the_intake_the_webhook_takes(settings: Settings) -> None:
     assert second.admission_key == first.admission_key
     assert second.payload_json == first.payload_json
     assert "token" not in json.loads(second.payload_json)
+
+
+def test_publish_skips_an_overlong_line_without_holding_it(
+    settings: Settings, tmp_path: Path
+) -> None:
+    """A file that is not JSON lines (a JSON array exported on one line) was read whole:
+    277 MB made ``publish`` 1.8 GB resident before it said "not a JSON object"."""
+    assert sluicegate(settings, "workflows", "apply", str(EXAMPLE_WORKFLOW)).returncode == 0
+    good = dict(candle(), subscription="btc-breakout", environment="paper")
+    path = tmp_path / "deliveries.jsonl"
+    with path.open("w") as out:
+        out.write(json.dumps(good) + "\n")
+        out.write("[" + ",".join([json.dumps(good)] * 400_000) + "]\n")  # about 100 MB
+        out.write(json.dumps(dict(good, candle_open="2026-11-30T12:01:00Z")) + "\n")
+    size = len(path.read_bytes().splitlines()[1])
+    # The largest resident size of `publish`, alone in a fresh parent.
+    measured = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import resource, subprocess, sys; "
+            "done = subprocess.run(sys.argv[1:], capture_output=True, text=True); "
+            "sys.stderr.write(done.stderr); "
+            "print(done.returncode, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)",
+            sys.executable,
+            "-m",
+            "sluicegate.cli",
+            "publish",
+            str(path),
+        ],
+        cwd=ROOT,
+        env=dict(os.environ, SLUICEGATE_TOPIC_PREFIX=settings.topic_prefix),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    code, max_rss_kib = (int(n) for n in measured.stdout.split())
+    assert code == 1, measured.stderr
+    assert f"{path}:2: a line of {size:,} bytes, longer than the 1,048,576" in measured.stderr
+    assert "published 2 deliveries; 1 malformed line(s) skipped" in measured.stderr
+    assert max_rss_kib < 200 * 1024, f"publish held {max_rss_kib // 1024} MiB"
