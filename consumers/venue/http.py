@@ -21,10 +21,15 @@ import http.client
 import select
 import socket
 import ssl
+import time
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 USER_AGENT = "sluicegate-venue-adapter/0.2"
+MAX_ANSWER_BYTES = 16 << 20
+"""The largest answer body read (16 MiB; Binance's largest here, 1,000 trades, is about 300 KB).
+A larger one is a ``connection`` failure: the request may have been acted on."""
+_READ_BYTES = 64 * 1024
 
 
 class TransportFailure(Exception):
@@ -84,6 +89,41 @@ class HttpSession:
                 return self._exchange(method, target, body, headers or {})
             raise
 
+    def _answer_body(
+        self,
+        conn: http.client.HTTPConnection,
+        response: http.client.HTTPResponse,
+        deadline: float,
+    ) -> bytes:
+        """The answer's body, read by the ``deadline`` (``TimeoutError`` otherwise) and up to
+        :data:`MAX_ANSWER_BYTES` (``http.client.HTTPException`` past it).
+
+        ``response.read()`` read whatever the server sent, for as long as it sent it: each
+        read was bounded by the read timeout, not the answer, and an answer declaring a
+        ``Content-Length`` of a terabyte raised ``MemoryError``. Each read now waits at most
+        what is left until the deadline."""
+        chunks: list[bytes] = []
+        size = 0
+        while response.length != 0:  # None: until the server closes
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError(f"the answer took longer than {self.read_timeout_s} s")
+            if conn.sock is not None:
+                conn.sock.settimeout(left)
+            chunk = response.read1(_READ_BYTES)
+            if not chunk:
+                break
+            size += len(chunk)
+            if size > MAX_ANSWER_BYTES:
+                raise http.client.HTTPException(f"an answer larger than {MAX_ANSWER_BYTES:,} bytes")
+            chunks.append(chunk)
+        if response.length:  # the server closed before the declared length
+            raise http.client.IncompleteRead(b"".join(chunks), response.length)
+        response.close()  # done with: the connection may carry the next request
+        if conn.sock is not None:
+            conn.sock.settimeout(self.read_timeout_s)
+        return b"".join(chunks)
+
     def _usable(self) -> bool:
         """Whether an open connection will be reused (closing it first if the peer left)."""
         conn = self._conn
@@ -125,10 +165,11 @@ class HttpSession:
     ) -> HttpAnswer:
         conn = self._conn if self._conn is not None else self._connect()
         all_headers = {"User-Agent": USER_AGENT, "Accept": "application/json", **headers}
+        deadline = time.monotonic() + self.read_timeout_s
         try:
             conn.request(method, self._prefix + target, body=body, headers=all_headers)
             response = conn.getresponse()
-            data = response.read()
+            data = self._answer_body(conn, response, deadline)
         except TimeoutError as e:
             self.close()
             raise TransportFailure(
