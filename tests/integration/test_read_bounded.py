@@ -18,7 +18,6 @@ import asyncio
 import json
 import os
 import random
-import signal
 import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -34,6 +33,7 @@ from projections.projector import Projector
 from schemas.events import RunAdmitted
 from streams.kafka.topics import ensure_topics
 from streams.settings import Settings
+from tests.support.component_process import ComponentProcess
 from tests.support.history import build_history, cleanup, produce_history
 from tests.support.kafka import unique_settings
 from tests.support.ports import free_port
@@ -157,27 +157,30 @@ def test_an_occurrence_read_over_http_lists_one_page_and_counts_every_delivery(
 ) -> None:
     webhook, read = free_port(), free_port()
     base = f"http://127.0.0.1:{read}/v1/occurrences/{world.flooded}"
-    env = {
-        **os.environ,
-        "SLUICEGATE_TOPIC_PREFIX": world.settings.topic_prefix,
-        "SLUICEGATE_PG_DSN": world.settings.pg_dsn,
-        "SLUICEGATE_HTTP": f"127.0.0.1:{webhook}",
-        "SLUICEGATE_READ_HTTP": f"127.0.0.1:{read}",
-    }
+    ingest = ComponentProcess(
+        world.settings,
+        "ingest",
+        log_path=tmp_path / "ingest.log",
+        env={
+            "SLUICEGATE_PG_DSN": world.settings.pg_dsn,
+            "SLUICEGATE_HTTP": f"127.0.0.1:{webhook}",
+            "SLUICEGATE_READ_HTTP": f"127.0.0.1:{read}",
+        },
+    )
 
-    async def scenario(process: subprocess.Popen[bytes]) -> None:
+    async def scenario(pid: int) -> None:
         async with aiohttp.ClientSession() as session:
             for _ in range(300):
-                assert process.poll() is None, "sluicegate ingest exited"
+                assert ingest.alive(), ingest.log_tail()
                 try:
                     if (await _get(session, f"http://127.0.0.1:{read}/v1/stats"))[0] == 200:
                         break
                 except aiohttp.ClientConnectionError:
                     pass
                 await asyncio.sleep(0.2)
-            before = _rss_mib(process.pid)
+            before = _rss_mib(pid)
             status, found = await _get(session, base)
-            grew = _rss_mib(process.pid) - before
+            grew = _rss_mib(pid) - before
             assert status == 200, found
             assert len(found["deliveries"]) == 100
             total = found["delivery_counts"]["total"]
@@ -202,23 +205,14 @@ def test_an_occurrence_read_over_http_lists_one_page_and_counts_every_delivery(
                 assert refused["error"]["code"] == "invalid_query", refused
                 assert refused["error"]["problems"][0]["field"] in ("from", "limit")
 
-    log_path = tmp_path / "ingest.log"
-    with log_path.open("wb") as log:
-        process = subprocess.Popen(
-            [str(SLUICEGATE), "ingest"], env=env, cwd=REPO, stdout=log, stderr=subprocess.STDOUT
-        )
-        try:
-            asyncio.run(scenario(process))
-        finally:
-            process.send_signal(signal.SIGTERM)
-            try:
-                code = process.wait(30)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                code = process.wait(10)
-    text = log_path.read_text(errors="replace")
-    assert code == 0, text[-3000:]
-    assert "Traceback" not in text
+    ingest.start()
+    try:
+        assert ingest.process is not None
+        asyncio.run(scenario(ingest.process.pid))
+    finally:
+        ingest.stop()
+    assert ingest.process.returncode == 0, ingest.log_tail()
+    assert "Traceback" not in ingest.log_tail(10**6)
 
 
 def test_the_command_shows_one_page_and_says_how_to_see_the_next(world: World) -> None:

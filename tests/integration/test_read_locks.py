@@ -32,6 +32,7 @@ from projections.http import add_read_routes
 from projections.migrate import migrate
 from streams.kafka.topics import ensure_topics
 from streams.settings import Settings
+from tests.support.component_process import ComponentProcess
 from tests.support.history import cleanup
 from tests.support.kafka import unique_settings, wait_until
 from tests.support.ports import free_port
@@ -150,16 +151,19 @@ def test_reads_held_by_a_lock_leave_the_webhook_ready(settings: Settings, tmp_pa
     queued ``/readyz``'s Kafka check behind them for a minute and more."""
     ensure_topics(settings)
     hook, read = free_port(), free_port()
-    env = {
-        **os.environ,
-        "SLUICEGATE_TOPIC_PREFIX": settings.topic_prefix,
-        "SLUICEGATE_PG_DSN": settings.pg_dsn,
-        "SLUICEGATE_HTTP": f"127.0.0.1:{hook}",
-        "SLUICEGATE_READ_HTTP": f"127.0.0.1:{read}",
-        "SLUICEGATE_READ_TIMEOUT": "60s",  # held for as long as the lock is
-    }
+    ingest = ComponentProcess(
+        settings,
+        "ingest",
+        log_path=tmp_path / "ingest.log",
+        env={
+            "SLUICEGATE_PG_DSN": settings.pg_dsn,
+            "SLUICEGATE_HTTP": f"127.0.0.1:{hook}",
+            "SLUICEGATE_READ_HTTP": f"127.0.0.1:{read}",
+            "SLUICEGATE_READ_TIMEOUT": "60s",  # held for as long as the lock is
+        },
+    )
 
-    async def scenario(process: subprocess.Popen[bytes]) -> None:
+    async def scenario() -> None:
         timeout = aiohttp.ClientTimeout(total=90)
         async with aiohttp.ClientSession(timeout=timeout) as session:
 
@@ -168,7 +172,7 @@ def test_reads_held_by_a_lock_leave_the_webhook_ready(settings: Settings, tmp_pa
                     return response.status, await response.json()
 
             for _ in range(300):
-                assert process.poll() is None, "sluicegate ingest exited"
+                assert ingest.alive(), ingest.log_tail()
                 with contextlib.suppress(aiohttp.ClientConnectionError):
                     if (await get(f"http://127.0.0.1:{hook}/readyz"))[0] == 200:
                         break
@@ -190,17 +194,9 @@ def test_reads_held_by_a_lock_leave_the_webhook_ready(settings: Settings, tmp_pa
             if status == 503:
                 assert body["error"]["code"] == "projection_unavailable", body
 
-    with (tmp_path / "ingest.log").open("wb") as log:
-        process = subprocess.Popen(
-            [SLUICEGATE, "ingest"], env=env, stdout=log, stderr=subprocess.STDOUT
-        )
-        try:
-            asyncio.run(scenario(process))
-        finally:
-            process.terminate()
-            try:
-                process.wait(30)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait(10)
-            cleanup(settings)
+    ingest.start()
+    try:
+        asyncio.run(scenario())
+    finally:
+        ingest.stop()
+        cleanup(settings)
