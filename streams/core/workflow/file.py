@@ -6,7 +6,7 @@ import re
 from collections.abc import Mapping
 
 from streams.core.errors import WorkflowFileError
-from streams.core.fields import CANDLE_CLOSE, CANDLE_OPEN_FIELD, CASE_FOLDED_FIELDS, CLOUDEVENTS
+from streams.core.fields import CASE_FOLDED_FIELDS, CLOUDEVENTS
 from streams.core.limits import (
     DEFAULT_CLOCK_UNCERTAINTY_MS,
     MAX_BRANCH_TIMEOUT_MS,
@@ -25,15 +25,13 @@ from streams.core.workflow.definition import (
     WorkflowDefinition,
     workflow_key,
 )
+from streams.core.workflow.together import cloudevents_fields, scope_shared
 
 # Destination and slot names become parts of Kafka keys and URLs; keep them plain so the
 # keys stay readable and never need escaping.
 _NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 _FIELD_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")
 _ENV_VAR_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
-# In a CloudEvents workflow: a context attribute, the data itself, or one member of data.
-_CE_FIELD_RE = re.compile(r"[a-z0-9]{1,64}|data|data_base64|data\.[A-Za-z0-9_][A-Za-z0-9_-]{0,122}")
-_CE_FIELD = "CloudEvents field (an attribute such as time or subject, or data.<member>)"
 
 _WORKFLOW_KEYS = (
     "subscription",
@@ -173,8 +171,16 @@ class _Reader(Checker):
         source_time, window, uncertainty = self._validity(path, table)
         scope_fields, sequence = self._scope(path, table)
         if envelope == CLOUDEVENTS:
-            self._cloudevents_fields(path, immutable, source_time, scope_fields, sequence)
-        self._scope_shared(
+            cloudevents_fields(
+                self,
+                path,
+                immutable=immutable,
+                source_time=source_time,
+                scope_fields=scope_fields,
+                sequence=sequence,
+            )
+        scope_shared(
+            self,
             path,
             scope_fields,
             sequence=sequence,
@@ -269,34 +275,6 @@ class _Reader(Checker):
             return event_id, None, case_sensitive, None
         return event_id, derived, case_sensitive, None
 
-    def _cloudevents_fields(
-        self,
-        path: str,
-        immutable: tuple[str, ...] | None,
-        source_time: str | None,
-        scope_fields: tuple[str, ...] | None,
-        sequence: str | None,
-    ) -> None:
-        """Every field of a CloudEvents workflow names an attribute or ``data.<member>``."""
-        named = [(f"{path}.content.immutable[{i}]", n) for i, n in enumerate(immutable or ())]
-        named += [(f"{path}.scope.fields[{i}]", n) for i, n in enumerate(scope_fields or ())]
-        if sequence is not None:
-            named.append((f"{path}.scope.sequence", sequence))
-        for where, name in named:
-            if not _CE_FIELD_RE.fullmatch(name):
-                self.problem(where, f"{show(name)} is not a {_CE_FIELD}")
-        if source_time is None:
-            return
-        where = f"{path}.validity.source_time"
-        if source_time == CANDLE_CLOSE:
-            self.problem(
-                where, 'candle_close is not read from CloudEvents: use "time" or data.<member>'
-            )
-        elif not _CE_FIELD_RE.fullmatch(source_time) or source_time in ("data", "data_base64"):
-            self.problem(
-                where, f'{show(source_time)} is not "time", another attribute or data.<member>'
-            )
-
     def _case_sensitive(self, where: str, value: object) -> tuple[str, ...] | None:
         path = f"{where}.case_sensitive"
         names = self.names(path, value, _FIELD_RE, "field name", required=False)
@@ -376,42 +354,6 @@ class _Reader(Checker):
             if sequence is None:
                 return None, None
         return fields, sequence
-
-    def _scope_shared(
-        self,
-        path: str,
-        scope_fields: tuple[str, ...] | None,
-        *,
-        sequence: str | None,
-        event_id: str | None,
-        source_time: str | None,
-        envelope: str | None,
-    ) -> None:
-        """Refuse a scope field that differs with every signal: the sequence, the source time
-        (``candle_open`` for ``candle_close``) or the event id. Each signal would be a
-        decision scope of its own, so none could supersede another, and the gate, which
-        keeps every scope, would keep one per signal."""
-        per_signal: dict[str, str] = {}
-        if sequence is not None:
-            per_signal[sequence] = "the scope's sequence"
-        if source_time == CANDLE_CLOSE:
-            per_signal.setdefault(CANDLE_OPEN_FIELD, "the source time's candle_open")
-        elif source_time is not None:
-            per_signal.setdefault(source_time, "the source time")
-        if event_id is not None:
-            per_signal.setdefault(event_id, "the sender's event id")
-        if envelope == CLOUDEVENTS:
-            per_signal.setdefault("id", "the event's id")
-        for i, name in enumerate(scope_fields or ()):
-            what = per_signal.get(name)
-            if what is not None:
-                self.problem(
-                    f"{path}.scope.fields[{i}]",
-                    f"{show(name)} is {what}, which differs with every signal: each would be "
-                    "a decision scope of its own and no signal could supersede another (the "
-                    "gate would also keep a scope per signal); scope by what signals share, "
-                    "such as account, instrument and side",
-                )
 
     def _actions(
         self,
