@@ -128,7 +128,7 @@ class _Readers:
     as many threads, the read API's own. Reads that wait (behind a lock, on a slow query)
     then hold up other reads only, never the work of the process they share: ``sluicegate
     ingest``'s webhook checks Kafka for ``/readyz`` on the default thread pool, which the
-    reads also used, so 40 reads held by a lock kept ``/readyz`` waiting for over a minute.
+    reads also used, so 40 reads held by a lock kept ``/readyz`` waiting more than 20 s.
     A read waits at most :data:`READ_SLOT_WAIT_S` for its turn, as it waited for a
     connection before."""
 

@@ -148,7 +148,7 @@ def test_reads_held_by_a_lock_leave_the_webhook_ready(settings: Settings, tmp_pa
     """The read API and the webhook share ``sluicegate ingest``: reads that wait (here behind
     a lock, elsewhere behind slow queries) must not hold up the webhook's ``/readyz``. Before,
     both ran on the process's default thread pool (six threads on two cores): 40 held reads
-    queued ``/readyz``'s Kafka check behind them for a minute and more."""
+    queued ``/readyz``'s Kafka check behind them past the 20 s this test waits."""
     ensure_topics(settings)
     hook, read = free_port(), free_port()
     ingest = ComponentProcess(
