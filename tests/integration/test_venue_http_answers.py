@@ -30,14 +30,17 @@ def serving(answer: Callable[[socket.socket], None]) -> Iterator[str]:
     """A server on a free local port that reads each request head and calls ``answer``
     (until the client goes away); yields its base URL."""
     listener = socket.create_server(("127.0.0.1", 0))
+    listener.settimeout(0.1)  # a blocked accept does not notice the listener closing
+    stop = threading.Event()
 
     def serve() -> None:
-        while True:
+        while not stop.is_set():
             try:
                 conn, _ = listener.accept()
-            except OSError:
-                return
+            except TimeoutError:
+                continue
             with conn:
+                conn.settimeout(None)
                 head = b""
                 while b"\r\n\r\n" not in head:
                     chunk = conn.recv(4096)
@@ -52,8 +55,9 @@ def serving(answer: Callable[[socket.socket], None]) -> Iterator[str]:
     try:
         yield f"http://127.0.0.1:{listener.getsockname()[1]}"
     finally:
+        stop.set()
+        thread.join(30)
         listener.close()
-        thread.join(10)
 
 
 def endless(conn: socket.socket) -> None:
