@@ -215,35 +215,6 @@ def test_an_occurrence_read_over_http_lists_one_page_and_counts_every_delivery(
     assert "Traceback" not in ingest.log_tail(10**6)
 
 
-def test_the_command_shows_one_page_and_says_how_to_see_the_next(world: World) -> None:
-    env = {
-        **os.environ,
-        "SLUICEGATE_TOPIC_PREFIX": world.settings.topic_prefix,
-        "SLUICEGATE_PG_DSN": world.settings.pg_dsn,
-    }
-
-    def show(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [str(SLUICEGATE), "occurrences", "show", world.flooded, *args],
-            env=env,
-            cwd=REPO,
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
-        )
-
-    shown = show()
-    assert shown.returncode == 0, shown.stderr
-    assert 90 <= shown.stdout.count("flood-") <= 100
-    assert "--from 100" in shown.stdout
-    as_json = json.loads(show("--json", "--from", "50", "--limit", "7").stdout)
-    assert len(as_json["deliveries"]) == 7
-    assert as_json["deliveries_page"] == {"from": 50, "limit": 7, "next": 57}
-    refused = show("--limit", "0")
-    assert refused.returncode == 2 and "--limit" in refused.stderr
-
-
 def _cli(world: World, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [str(SLUICEGATE), *args],
@@ -258,6 +229,21 @@ def _cli(world: World, *args: str) -> subprocess.CompletedProcess[str]:
         timeout=60,
         check=False,
     )
+
+
+def test_the_command_shows_one_page_and_says_how_to_see_the_next(world: World) -> None:
+    def show(*args: str) -> subprocess.CompletedProcess[str]:
+        return _cli(world, "occurrences", "show", world.flooded, *args)
+
+    shown = show()
+    assert shown.returncode == 0, shown.stderr
+    assert 90 <= shown.stdout.count("flood-") <= 100
+    assert "--from 100" in shown.stdout
+    as_json = json.loads(show("--json", "--from", "50", "--limit", "7").stdout)
+    assert len(as_json["deliveries"]) == 7
+    assert as_json["deliveries_page"] == {"from": 50, "limit": 7, "next": 57}
+    refused = show("--limit", "0")
+    assert refused.returncode == 2 and "--limit" in refused.stderr
 
 
 def test_a_timeline_lists_one_page_of_a_run_delivered_many_times(world: World) -> None:
