@@ -107,7 +107,7 @@ def _lines(handle: BinaryIO) -> Iterator[bytes | int]:
         size = len(line)
         while not line.endswith(b"\n") and (line := handle.readline(MAX_LINE_BYTES)):
             size += len(line)
-        yield size - line.endswith(b"\n")
+        yield size - 1 if line.endswith(b"\n") else size  # the newline is not the line's
 
 
 def _decoded(raw: bytes | int) -> str:

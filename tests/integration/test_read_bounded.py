@@ -261,7 +261,14 @@ def test_a_timeline_lists_one_page_of_a_run_delivered_many_times(world: World) -
         timeline = queries.get_timeline(
             conn, schema_name(world.settings.topic_prefix), world.flooded_run, limit=1
         )
-    assert timeline is not None and timeline["total"] > COPIES
+        assert timeline is not None and timeline["total"] > COPIES
+        past = queries.get_timeline(
+            conn,
+            schema_name(world.settings.topic_prefix),
+            world.flooded_run,
+            start=timeline["total"] + 5,
+        )
+    assert past is not None and past["records"] == [] and past["total"] == timeline["total"]
     last = _cli(
         world, "runs", "timeline", world.flooded_run, "--json", "--from", str(timeline["total"] - 3)
     )
