@@ -33,6 +33,15 @@ class ProcessorFenced(StreamsError):
     """
 
 
+class ConsumerFailed(StreamsError):
+    """The group consumer reported a fatal error (librdkafka's ``_FATAL``) and can never be
+    used again: the broker fenced it as a static member because a consumer joined with the
+    same ``group.instance.id``. A broker restart or an expired session can make librdkafka
+    rejoin in a way the broker reads as exactly that, with no other instance anywhere, so
+    the processor starts over with a new consumer; fenced again soon after, it stops with
+    :class:`ProcessorFenced` (another live instance has its id)."""
+
+
 class InstanceAlreadyRunning(StreamsError):
     """Another process on this host runs the same instance (same ``--instance-id``, same
     state directory); this one stops before touching Kafka or a store. The message names

@@ -16,7 +16,7 @@ from typing import Any, NamedTuple
 from confluent_kafka import KafkaError, Message
 
 from streams.engine.app import InputError, StreamApp
-from streams.errors import FatalKafkaError
+from streams.errors import ConsumerFailed, FatalKafkaError
 
 log = logging.getLogger("sluicegate.processor")
 
@@ -113,8 +113,8 @@ class ProcessorStats:
     producers_renewed: int = 0
     """Producers replaced after the broker aborted a transaction that outlived its timeout."""
     restarts: int = 0
-    """Times the instance started over in place: a transaction's outcome was unknown, or a
-    restore timed out."""
+    """Times the instance started over in place: a transaction's outcome was unknown, a
+    restore timed out, or the broker fenced its consumer."""
     dead_letters: int = 0
     isolated: int = 0
     forwarded: int = 0
@@ -148,11 +148,18 @@ def restored(stats: ProcessorStats, records: int, seconds: float, assigned: list
 
 
 def read(app: StreamApp[Any, Any, Any], msg: Message, stores: Mapping[int, object]) -> Input | None:
-    """The item for a consumed message; ``None`` for events and foreign partitions."""
+    """The item for a consumed message; ``None`` for events and foreign partitions.
+
+    Raises :class:`~streams.errors.ConsumerFailed` when the consumer can never be used again
+    (its fatal errors come with ``fatal()`` false: the code says it), and
+    :class:`~streams.errors.FatalKafkaError` for any other fatal error."""
     err = msg.error()
     if err is not None:
-        if err.code() == KafkaError._PARTITION_EOF:
+        code = err.code()
+        if code == KafkaError._PARTITION_EOF:
             return None
+        if code == KafkaError._FATAL:
+            raise ConsumerFailed(f"{err.str()}")
         if err.fatal():
             raise FatalKafkaError(f"consumer: {err.str()}")
         log.warning("consumer error (librdkafka retries): %s", err.str())

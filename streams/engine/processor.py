@@ -54,7 +54,10 @@ timeout, say) and a restore that cannot finish within its bound
 it do in place what a restart with the same id would: stores closed without checkpoints
 (but those a timed-out assignment had finished restoring, which keep one: ``assignment.py``),
 the group left, a new producer initialised once the broker answers (``clients.py``), the
-group joined again and every partition restored.
+group joined again and every partition restored. A consumer the broker fenced as a static
+member (:class:`~streams.errors.ConsumerFailed`, which a broker restart can cause) is
+replaced the same way, producer kept (:meth:`Processor._rejoin`); fenced again within a
+minute, it was another live instance with this id, and the instance stops.
 
 Assignment (``restore.py``): partition counts are checked, committed offsets are read stable,
 each partition's store is restored from its changelog to the true end, and the consumer is
@@ -68,6 +71,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Generic, TypeVar
@@ -87,7 +91,13 @@ from streams.engine.instance_lock import InstanceLock
 from streams.engine.restore import RESTORE_MARGIN_S, Restorer
 from streams.engine.status import InstanceStatus, Phase
 from streams.engine.transacting import Transactor
-from streams.errors import RestoreTimedOut, StreamsError, TransactionUnresolved
+from streams.errors import (
+    ConsumerFailed,
+    ProcessorFenced,
+    RestoreTimedOut,
+    StreamsError,
+    TransactionUnresolved,
+)
 from streams.kafka.consuming import take
 from streams.settings import Settings
 
@@ -101,6 +111,10 @@ RESTORE_RETRY_S = (1.0, 30.0)
 """After a restore that timed out, the processor starts over this long later: the first
 pause, doubled on each failure in a row up to the second (reset by an assignment that
 restores)."""
+
+REJOIN_FENCED_AGAIN_S = 60.0
+"""A consumer fenced again this soon after the instance rejoined with a new one means another
+live instance has this id: the instance stops instead of fencing it back."""
 
 STALLED_AFTER_S = 60.0
 """A running instance whose loop has not come round for this long (or three transaction
@@ -183,6 +197,7 @@ class Processor(Generic[S, C, E]):
             effects=self.effects,
         )
         self._restore_retry_s = RESTORE_RETRY_S[0]
+        self._rejoined_at: float | None = None
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -196,7 +211,7 @@ class Processor(Generic[S, C, E]):
         (:meth:`_start_over`), after a restore's failure a back-off later
         (:data:`RESTORE_RETRY_S`), and goes on once the broker answers. Started while the
         broker does not answer, it waits for it (``starting``) the same way; :meth:`stop`
-        ends any of these waits.
+        ends any of these waits. A consumer the broker fenced is replaced (:meth:`_rejoin`).
         """
         try:
             # Before the producer: its init_transactions would fence the instance that
@@ -223,6 +238,8 @@ class Processor(Generic[S, C, E]):
                     pause_s = self._restore_retry_s
                     self._restore_retry_s = min(pause_s * 2, RESTORE_RETRY_S[1])
                     self._start_over(e, pause_s=pause_s)
+                except ConsumerFailed as e:
+                    self._rejoin(e)
         except BaseException as e:
             self._held.checkpoints = False  # a transaction's outcome may be unknown
             self.status.enter(Phase.STOPPED, f"{type(e).__name__}: {e}")
@@ -254,14 +271,42 @@ class Processor(Generic[S, C, E]):
         (``assignment.py``), and are not restored again."""
         later = f"in {pause_s:.0f} s, " if pause_s else ""
         log.warning("%s; starting over in place %sonce Kafka answers", reason, later)
-        self.status.enter(Phase.STARTING_OVER, f"{type(reason).__name__}: {reason}")
-        held = [TopicPartition(t, p) for p in self._held.stores for t in self.app.input_topics]
-        self._revoked(held, lost=True)  # every store closed, none leaves a checkpoint
-        self._clients.replace_consumer()
+        self._leave_group(reason)
         stop = self.stop_event
         if not stop.wait(pause_s) and self._clients.replace_producer_once_answered(stop):
             self._subscribe()
             self.stats.restarts += 1
+
+    def _rejoin(self, reason: ConsumerFailed) -> None:
+        """Join the group again with a new consumer after the broker fenced this one
+        (``reason``), keeping the producer: no transaction is open while the consumer polls.
+        The stores are closed and restored as in :meth:`_start_over`.
+
+        Fenced again within :data:`REJOIN_FENCED_AGAIN_S` of rejoining, the instance stops
+        with :class:`~streams.errors.ProcessorFenced`: another live instance has this id.
+        Rejoining fenced its consumer in turn, which rejoins once and so fences this one
+        again, so of the two the one started later goes on (as a fence of its producer
+        alone would have it)."""
+        now = time.monotonic()
+        if self._rejoined_at is not None and now - self._rejoined_at < REJOIN_FENCED_AGAIN_S:
+            raise ProcessorFenced(
+                f"{self.who}: the consumer was fenced again {now - self._rejoined_at:.0f} s "
+                f"after rejoining ({reason}): another live instance has this instance id; "
+                "stopping this one"
+            ) from reason
+        log.warning("%s; the consumer cannot go on: joining the group again", reason)
+        self._leave_group(reason)
+        self._subscribe()
+        self._rejoined_at = now
+        self.stats.restarts += 1
+
+    def _leave_group(self, reason: StreamsError) -> None:
+        """Close every store without a checkpoint (the changelog says what was committed) and
+        replace the consumer with one not yet subscribed."""
+        self.status.enter(Phase.STARTING_OVER, f"{type(reason).__name__}: {reason}")
+        held = [TopicPartition(t, p) for p in self._held.stores for t in self.app.input_topics]
+        self._revoked(held, lost=True)
+        self._clients.replace_consumer()
 
     def _assigned(self, partitions: Sequence[TopicPartition]) -> None:
         held = set(self._held.stores)
