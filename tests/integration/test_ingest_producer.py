@@ -20,6 +20,7 @@ from schemas.commands import AdmitDelivery
 from streams.settings import Settings, load_settings
 from tests.support.core import candle, delivery, workflow
 from tests.support.ingest import fresh_settings, read_deliveries
+from tests.support.kafka import set_topic_config
 from tests.support.ports import free_port
 
 pytestmark = pytest.mark.integration
@@ -89,3 +90,33 @@ def test_an_unacknowledged_send_is_refused_and_shutdown_counts_it() -> None:
 
     assert asyncio.run(scenario()) == 1
     assert read_deliveries(settings) == []
+
+
+def test_a_producer_that_met_a_fatal_error_is_replaced_and_sends_go_on() -> None:
+    """librdkafka's fatal errors leave a producer that refuses every later message. One is
+    provoked on the real broker: with ``enable.gapless.guarantee`` (any librdkafka setting
+    may be given, ``SLUICEGATE_RDKAFKA_*``) a delivery the broker refuses as too large is a
+    fatal error. The delivery itself is refused; the ones after it must be acknowledged."""
+    settings, env = fresh_settings()
+    gapless = load_settings({**env, "SLUICEGATE_RDKAFKA_ENABLE_GAPLESS_GUARANTEE": "true"})
+    set_topic_config(settings, "deliveries", {"max.message.bytes": "4096"})
+    wf = workflow()
+    too_large = delivery(wf, candle(note="x" * 20_000), "too-large", 0)
+    after = _deliveries(20)
+
+    async def scenario() -> tuple[bool, int, int]:
+        producer = AsyncDeliveryProducer(gapless)
+        producer.start(asyncio.get_running_loop())
+        with pytest.raises(BrokerUnavailable, match="did not accept"):
+            await producer.send(too_large, 10.0)
+        await asyncio.sleep(0.3)  # idle polls meet the fatal error first
+        for one in after:
+            await producer.send(one, 10.0)
+        return producer.reachable(5.0), producer.renewals, await producer.close()
+
+    ready, renewals, unacknowledged = asyncio.run(scenario())
+    assert ready
+    assert renewals == 1
+    assert unacknowledged == 0
+    on_topic = read_deliveries(settings)
+    assert sorted(d.delivery_id for d in on_topic) == sorted(d.delivery_id for d in after)
