@@ -17,6 +17,7 @@ from pathlib import Path
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
+from streams.engine import positions
 from streams.engine.batch import Item, ProcessorStats, restored
 from streams.engine.restore import MIGRATE, Restorer
 from streams.engine.store import PARTITIONS_KEY, PartitionStore
@@ -87,15 +88,53 @@ class Assignment:
             if store.get(PARTITIONS_KEY) is None:
                 self.unrecorded.add(partition)
         deadline = max(deadline, time.monotonic() + self.restorer.bound_s)
-        positions = [
+        starts = [
             TopicPartition(t, p, self.restorer.low_watermark(t, p, deadline) if o is None else o)
-            for (t, p), o in committed.items()
+            for (t, p), o in self._resume(committed).items()
         ]
-        self.offsets.update({(tp.topic, tp.partition): tp.offset for tp in positions})
-        consumer.assign(positions)
+        self.offsets.update({(tp.topic, tp.partition): tp.offset for tp in starts})
+        consumer.assign(starts)
         elapsed = time.monotonic() - started
         restored(stats, count, elapsed, sorted(self.stores))
         log.info("assigned %s: restored %d records in %.2f s", stats.assigned, count, elapsed)
+
+    def _resume(
+        self, committed: dict[tuple[str, int], int | None]
+    ) -> dict[tuple[str, int], int | None]:
+        """Where each partition resumes (``positions.py``): the committed offset, unless the
+        restored state records that its decisions reach further."""
+        recorded = {
+            p: positions.decode(s.get(positions.OFFSETS_KEY)) for p, s in self.stores.items()
+        }
+        resumed: dict[tuple[str, int], int | None] = {}
+        behind: list[str] = []
+        for (topic, partition), offset in sorted(committed.items()):
+            position = recorded.get(partition, {}).get(topic)
+            resumed[(topic, partition)] = positions.resume_at(offset, position)
+            if position is not None and position > (offset or 0):
+                was = "none" if offset is None else offset
+                behind.append(f"{topic}[{partition}] at {position} (committed: {was})")
+        if behind:
+            log.warning(
+                "the group's committed offsets are missing or behind what the restored state "
+                "decided (expired after the group was empty for offsets.retention.minutes, or "
+                "deleted or reset by hand): resuming where the state's decisions end, so that "
+                "nothing is decided twice: %s",
+                ", ".join(behind),
+            )
+        return resumed
+
+    def record_positions(self, offsets: dict[tuple[str, int], int]) -> None:
+        """Buffer ``m/offsets`` into the store of every partition ``offsets`` advance."""
+        for partition in {p for (t, p), o in offsets.items() if self.offsets.get((t, p)) != o}:
+            store = self.stores.get(partition)
+            if store is not None:
+                mine = {
+                    t: offsets[(t, partition)]
+                    for t in self.input_topics
+                    if (t, partition) in offsets
+                }
+                store.put(positions.OFFSETS_KEY, positions.encode(mine))
 
     def _keep_restored(self, partitions: list[int]) -> None:
         """Close the stores this assignment restored before another partition's restore

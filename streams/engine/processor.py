@@ -13,7 +13,8 @@ Commit order, per batch (this order is the whole exactly-once argument):
    the round trips overlap steps 3 to 5);
 3. begin the transaction; fire due timers, then decide each record; produce the events;
 4. produce the changelog records of every state the batch changed (explicit partition = the
-   input partition), and ``m/partitions`` once per changelog partition;
+   input partition), ``m/partitions`` once per changelog partition, and ``m/offsets`` (the
+   input positions after this batch, ``positions.py``) for every partition it advances;
 5. ``send_offsets_to_transaction`` with the consumer group metadata and the offsets of
    *every* assigned partition (those the batch advanced, the committed ones otherwise), so
    every transaction, timer-only ones included, is fenced: a zombie whose group generation
@@ -61,7 +62,10 @@ minute, it was another live instance with this id, and the instance stops.
 
 Assignment (``restore.py``): partition counts are checked, committed offsets are read stable,
 each partition's store is restored from its changelog to the true end, and the consumer is
-assigned at exactly those offsets. On revocation the stores are closed (no transaction is
+assigned at exactly those offsets, or further where the state records that its decisions
+reach further (``positions.py``: every transaction writes its input positions into the
+changelog beside the state, so offsets the group lost are no reason to decide anything
+twice). On revocation the stores are closed (no transaction is
 ever open during a rebalance, see 1); a clean revoke leaves a checkpoint of the changelog
 position each store reflects (``checkpoint.py``), so taking the partition back reads only
 what the store lacks. Lost partitions and an instance stopping on an error leave none.

@@ -43,7 +43,8 @@ expired transaction on its next check, every 10 s by default); then
 :class:`~streams.errors.RestoreTimedOut` says which partition is stuck, and the processor
 starts over and tries again. Errors that waiting cannot cure are
 :class:`~streams.errors.StateRestoreError` itself. The caller assigns the consumer at exactly
-the offsets of step 2.
+the offsets of step 2, unless the restored state records that its decisions reach further
+(``positions.py``: the group's offsets expired or were reset while the state was kept).
 """
 
 from __future__ import annotations

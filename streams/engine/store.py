@@ -2,7 +2,8 @@
 
 Keys are ``s/<state key>`` for an aggregate's encoded state, ``t/<due ms, 13 digits>/<state
 key>`` for its next timer and ``m/<name>`` for the engine's own metadata (``m/partitions``: the
-partition count the changelog partition was written with). Writes go to the buffer while a
+partition count the changelog partition was written with; ``m/offsets``: the input positions
+its state was committed with, ``positions.py``). Writes go to the buffer while a
 Kafka transaction is open; they reach RocksDB only after that transaction committed
 (:meth:`apply`), and an aborted transaction simply :meth:`discard`\\ s them. So RocksDB holds
 committed state only, and the buffer is what the changelog records of the open transaction

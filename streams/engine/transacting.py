@@ -160,12 +160,13 @@ class Transactor(Generic[S, C, E]):
         self.decider.forwarded = 0
         try:
             events = sum(self.decider.apply(item, now) for item in items)
+            offsets = self._held.offsets_after(items)
             self._held.record_partition_count()
+            self._held.record_positions(offsets)
             for partition, store in self._held.stores.items():
                 for store_key, value in store.pending().items():
                     self.produce(self.app.changelog_topic, store_key, value, partition)
             worked = time.monotonic()
-            offsets = self._held.offsets_after(items)
             positions = [TopicPartition(t, p, o) for (t, p), o in offsets.items()]
             metadata = self._clients.consumer.consumer_group_metadata()
             txn.send_offsets(self._clients.producer, positions, metadata, deadline)
