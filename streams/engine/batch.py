@@ -159,7 +159,7 @@ def read(app: StreamApp[Any, Any, Any], msg: Message, stores: Mapping[int, objec
         if code == KafkaError._PARTITION_EOF:
             return None
         if code == KafkaError._FATAL:
-            raise ConsumerFailed(f"{err.str()}")
+            raise ConsumerFailed(err.str())
         if err.fatal():
             raise FatalKafkaError(f"consumer: {err.str()}")
         log.warning("consumer error (librdkafka retries): %s", err.str())
