@@ -39,8 +39,8 @@ IDLE_POLL_S = 0.1
 """How often it polls otherwise, for error callbacks."""
 RENEW_GAP_S = 1.0
 """A producer that met a fatal error is replaced at once, then not again for this long: a
-fatal error every new producer meets (credentials revoked, say) is answered with 503s, not
-with a new producer per request."""
+fatal error that every new producer meets is answered with 503s, not with a new producer per
+request."""
 
 
 class AsyncDeliveryProducer:
