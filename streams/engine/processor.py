@@ -62,13 +62,13 @@ minute, it was another live instance with this id, and the instance stops.
 
 Assignment (``restore.py``): partition counts are checked, committed offsets are read stable,
 each partition's store is restored from its changelog to the true end, and the consumer is
-assigned at exactly those offsets, or further where the state records that its decisions
-reach further (``positions.py``: every transaction writes its input positions into the
-changelog beside the state, so offsets the group lost are no reason to decide anything
-twice). On revocation the stores are closed (no transaction is
-ever open during a rebalance, see 1); a clean revoke leaves a checkpoint of the changelog
-position each store reflects (``checkpoint.py``), so taking the partition back reads only
-what the store lacks. Lost partitions and an instance stopping on an error leave none.
+assigned at exactly those offsets, unless the restored state records positions past them
+(``positions.py``: every transaction writes its input positions into the changelog beside
+the state, so offsets the group lost are no reason to decide anything twice). On
+revocation the stores are closed (no transaction is ever open during a rebalance, see 1); a
+clean revoke leaves a checkpoint of the changelog position each store reflects
+(``checkpoint.py``), so taking the partition back reads only what the store lacks. Lost
+partitions and an instance stopping on an error leave none.
 """
 
 from __future__ import annotations
