@@ -41,10 +41,12 @@ from schemas.events import (
     CandidateSuperseded,
     DeliveryDeduplicated,
     DeliveryRejected,
+    DispatchRefused,
     DispatchRequested,
     DispatchWithdrawn,
     ExposureRecorded,
     HoldResolved,
+    JournalEvicted,
     OccurrenceConflict,
     QueryRequested,
     ReceiptRecorded,
@@ -91,6 +93,8 @@ Record = (
     | ExposureRecorded
     | RecoveryStarted
     | RecoveryReceiptRecorded
+    | JournalEvicted
+    | DispatchRefused
     | AdmitDelivery
     | AuthorizeRerun
     | RecoverRun

@@ -27,7 +27,7 @@ from consumers.gateway.shell import Shell
 from schemas.codec import decode, encode
 from schemas.commands import RecoverRun, ResolveHold
 from schemas.errors import SchemaError
-from schemas.events import ActionDispatched
+from schemas.events import ActionDispatched, DispatchRefused
 from schemas.topics import ACTIONS, GATEWAY_CHANGELOG, JOURNAL
 from streams.core import journal
 from streams.core.journal import (
@@ -110,10 +110,20 @@ class GatewayApp:
         return key if isinstance(key, str) else None
 
     def timer_command(self) -> Command:
-        return CheckTimers()
+        return CheckTimers(self.gateway.retention_ms)
 
     def decide(self, state: RunJournal | None, command: Command, now_ms: int) -> list[JournalEvent]:
-        return journal.decide(state, command, now_ms, self.owner)
+        events = journal.decide(state, command, now_ms, self.owner)
+        if state is None and events and isinstance(events[0], DispatchRefused):
+            refused = events[0]
+            log.warning(
+                "dispatch of %s refused (%s): read %d ms after its send horizon, and this "
+                "gateway keeps no journal of the run; nothing is journalled or sent",
+                refused.action_id,
+                refused.reason,
+                refused.refused_at_ms - refused.send_horizon_ms,
+            )
+        return events
 
     def evolve(self, state: RunJournal | None, event: JournalEvent) -> RunJournal | None:
         return journal.evolve(state, event)
@@ -124,7 +134,7 @@ class GatewayApp:
         return evolve_each(journal.evolve, state, events)
 
     def next_due_ms(self, state: RunJournal) -> int | None:
-        return journal.next_due_ms(state)
+        return journal.next_due_ms(state, self.gateway.retention_ms)
 
     def route(self, event: JournalEvent) -> Route | None:
         return Route(self._journal, event.run_id)

@@ -16,6 +16,10 @@
   from its intent;
 * ``SLUICEGATE_GATEWAY_APPROVAL_VALIDITY`` (``off``): how long the approval (the gate's
   dispatch request) authorizes a send; ``off``: only the deadline;
+* ``SLUICEGATE_GATEWAY_RETENTION`` (``7d``, 2 h to 366 d): how long a finished run's
+  journal stays in the gateway's state after its deadline (see
+  :mod:`streams.core.journal.retention`); the clock difference between gateway hosts must
+  stay below it less one hour;
 * ``SLUICEGATE_GATEWAY_THREADS`` (``8``): venue calls in flight at once (one per run);
 * ``SLUICEGATE_GATEWAY_TIMEOUT`` (``10s``): the venue client's read timeout (connect 3 s);
 * ``SLUICEGATE_NOTIFY_URL`` (the paper venue's sink with ``paper``, else none): where
@@ -40,6 +44,7 @@ from streams.core.durations import parse_duration
 from streams.core.errors import InvalidValue
 from streams.core.journal import JournalPolicy
 from streams.core.journal.errors import InvalidPolicy
+from streams.core.journal.retention import MIN_RETENTION_MS
 from streams.text import parse_whole
 
 VENUES = ("paper", "binance")
@@ -48,6 +53,8 @@ PAPER_KEY, PAPER_SECRET = "paper-api-key", "paper-api-secret"
 """The built-in paper venue account (public: it exists only in a local paper venue)."""
 SINK_PATH = "/paper/v1/notifications"
 LOCAL_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
+RETENTION_DEFAULT_MS = 7 * 86_400_000
+RETENTION_MAX_MS = 366 * 86_400_000
 
 
 class GatewaySettingsError(GatewayError):
@@ -64,6 +71,7 @@ class GatewaySettings:
     api_secret: str = PAPER_SECRET
     policy: JournalPolicy = field(default_factory=JournalPolicy)
     approval_validity_ms: int | None = None
+    retention_ms: int = RETENTION_DEFAULT_MS
     threads: int = 8
     read_timeout_s: float = 10.0
     notify_url: str | None = DEFAULT_VENUE_URL + SINK_PATH
@@ -118,6 +126,9 @@ class GatewaySettings:
         threads = parse_whole(threads_text, 256)
         if not threads:
             raise GatewaySettingsError("SLUICEGATE_GATEWAY_THREADS must be 1 to 256")
+        retention = _duration(env, "SLUICEGATE_GATEWAY_RETENTION", "7d")
+        if not MIN_RETENTION_MS <= retention <= RETENTION_MAX_MS:
+            raise GatewaySettingsError("SLUICEGATE_GATEWAY_RETENTION must be 2h to 366d")
         default_sink = url + SINK_PATH if venue == "paper" else None
         notify_url = env.get("SLUICEGATE_NOTIFY_URL", default_sink or "").strip() or None
         if notify_url is not None:
@@ -135,6 +146,7 @@ class GatewaySettings:
             approval_validity_ms=None
             if validity == "off"
             else _duration(env, "SLUICEGATE_GATEWAY_APPROVAL_VALIDITY", "off"),
+            retention_ms=retention,
             threads=threads,
             read_timeout_s=_duration(env, "SLUICEGATE_GATEWAY_TIMEOUT", "10s") / 1000,
             notify_url=notify_url,

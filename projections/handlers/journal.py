@@ -24,8 +24,10 @@ from schemas.events import (
     ActionHeld,
     ActionIntended,
     AttemptStarted,
+    DispatchRefused,
     ExposureRecorded,
     HoldResolved,
+    JournalEvicted,
     QueryRequested,
     ReceiptRecorded,
     RecoveryReceiptRecorded,
@@ -290,4 +292,12 @@ def _recovery_receipt(source: Source, r: RecoveryReceiptRecorded) -> list[RowOp]
 def _journal_commands(source: Source, r: object) -> list[RowOp]:
     # Operator commands on `actions` reach the event log (and so run timelines) only; the
     # effect answers never reach a topic (the gateway decides them from memory).
+    return []
+
+
+@handles(JournalEvicted, DispatchRefused)
+def _left_the_gateway(source: Source, r: object) -> list[RowOp]:
+    # The gateway's state forgets a finished run (or never journals a refused one); the read
+    # model keeps every row it had (statuses stay settled), and the record reaches the event
+    # log, so the run's timeline shows when and why.
     return []

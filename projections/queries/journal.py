@@ -66,6 +66,19 @@ def list_holds(conn: psycopg.Connection[Any], schema: str, *, resolved: bool = F
     )
 
 
+def evicted_at(conn: psycopg.Connection[Any], schema: str, run_id: str) -> int | None:
+    """When the gateway evicted ``run_id``'s finished journal (epoch ms), or ``None``."""
+    rows = fetch_all(
+        conn,
+        sql.SQL(
+            "SELECT time_ms FROM {} WHERE run_id = %s AND type = 'JournalEvicted' "
+            "ORDER BY time_ms DESC LIMIT 1"
+        ).format(table(schema, "event_log")),
+        (run_id,),
+    )
+    return int(rows[0]["time_ms"]) if rows else None
+
+
 def runs_needing_recovery(conn: psycopg.Connection[Any], schema: str) -> list[str]:
     """Runs with an action not settled (held ones included), or whose latest checkpoint still
     names a next task."""

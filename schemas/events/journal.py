@@ -287,3 +287,49 @@ class RecoveryReceiptRecorded:
     checkpoint_advanced_to: str | None
     held: tuple[str, ...]
     recorded_at_ms: int
+
+
+@direct_init
+@dataclass(frozen=True)
+class JournalEvicted:
+    """A finished run's journal left the gateway's state; its changelog key is tombstoned.
+
+    Written only when every action is settled, no recovery is open, the checkpoint names no
+    next task, and both the run's deadline horizon (``expires_at - clock_uncertainty``: no
+    attempt of its dispatch can be made after it, whatever approval validity is configured)
+    and its last record lie ``retention_ms`` in the past. A repeat of the run's dispatch read
+    afterwards is more than an hour past its send horizon (the retention is at least 2 h), so
+    it is refused (``DispatchRefused``), never intended or sent. ``actions`` lists
+    ``action_id=status`` of every action of the run when it left.
+    """
+
+    run_id: str
+    actions: tuple[str, ...]
+    deadline_horizon_ms: int
+    last_record_at_ms: int
+    retention_ms: int
+    evicted_at_ms: int
+
+
+@direct_init
+@dataclass(frozen=True)
+class DispatchRefused:
+    """A dispatch of a run the gateway keeps no journal of, read an hour or more after its
+    send horizon: nothing intended, nothing sent.
+
+    ``reason`` is ``beyond_horizon``: ``refused_at_ms >= send_horizon_ms + 1 h``, where the
+    send horizon is ``min(expires_at_ms, authorized_until_ms) - clock_uncertainty_ms``. The
+    run may have been journalled and evicted already (this is a repeat of its dispatch), and
+    in any case its deadline or approval lapsed long ago. The refusal changes no state.
+    """
+
+    action_id: str
+    run_id: str
+    kind: str
+    reason: str
+    expires_at_ms: int
+    authorized_until_ms: int | None
+    clock_uncertainty_ms: int
+    send_horizon_ms: int
+    dispatched_at_ms: int
+    refused_at_ms: int

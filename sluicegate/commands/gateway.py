@@ -113,6 +113,16 @@ def cmd_recover(args: argparse.Namespace) -> int:
 
     settings = load_settings()
     if args.run:
+        with queries.reader(settings) as (conn, schema):
+            evicted = journal_queries.evicted_at(conn, schema, args.run)
+        if evicted is not None:
+            print(
+                f"{args.run} finished and its journal left the gateway at "
+                f"{queries.iso(evicted)} (SLUICEGATE_GATEWAY_RETENTION): nothing to recover; "
+                f"see `sluicegate runs timeline {args.run}`",
+                file=sys.stderr,
+            )
+            return 0
         runs = [args.run]
     else:
         with queries.reader(settings) as (conn, schema):

@@ -150,12 +150,16 @@ _JOURNAL_SPECS = {
     "consulted=records_consulted advanced_to=checkpoint_advanced_to held",
     "RecoverRun": "by=requested_by reason origin=journal_origin",
     "ResolveHold": "=action_id resolution by=operator reason",
+    "JournalEvicted": "=actions retention_ms",
+    "DispatchRefused": "=kind reason",
 }
 _JOURNAL_FIELDS: dict[str, list[tuple[str, str]]] = {
     kind: [(t.partition("=")[0], t.partition("=")[2] or t) for t in spec.split()]
     for kind, spec in _JOURNAL_SPECS.items()
 }
-_ACTION_IDS = frozenset({"action_id", "next_tasks", "next_permitted", "routed_to_lookup", "held"})
+_ACTION_IDS = frozenset(
+    {"action_id", "next_tasks", "next_permitted", "routed_to_lookup", "held", "actions"}
+)
 
 
 def _journal_value(name: str, value: Any) -> str | None:

@@ -73,6 +73,10 @@ def test_settings_defaults_and_refusals() -> None:
     )
     assert local.local_paper and local.venue_listen == "127.0.0.1:8090"
     assert local.policy == JournalPolicy()  # 5 s window, 30 s quiet period, ...
+    assert local.retention_ms == 7 * 86_400_000
+    assert (
+        GatewaySettings.from_env({"SLUICEGATE_GATEWAY_RETENTION": "2h"}).retention_ms == 7_200_000
+    )
     assert (
         local.notify_url == "http://127.0.0.1:8090/paper/v1/notifications" and local.notify_lookup
     )
@@ -99,6 +103,9 @@ def test_settings_defaults_and_refusals() -> None:
         ({"SLUICEGATE_NOTIFY_LOOKUP": "maybe"}, "SLUICEGATE_NOTIFY_LOOKUP"),
         ({"SLUICEGATE_GATEWAY_THREADS": "\u00b2"}, "SLUICEGATE_GATEWAY_THREADS"),
         ({"SLUICEGATE_GATEWAY_THREADS": "1" * 5000}, "SLUICEGATE_GATEWAY_THREADS"),
+        ({"SLUICEGATE_GATEWAY_RETENTION": "119m"}, "SLUICEGATE_GATEWAY_RETENTION"),
+        ({"SLUICEGATE_GATEWAY_RETENTION": "367d"}, "SLUICEGATE_GATEWAY_RETENTION"),
+        ({"SLUICEGATE_GATEWAY_RETENTION": "forever"}, "SLUICEGATE_GATEWAY_RETENTION"),
     ]:
         with pytest.raises(GatewaySettingsError, match=name):
             GatewaySettings.from_env(env)

@@ -3,8 +3,8 @@
 Public surface:
 
 * ``decide(state, command, now, owner) -> list[JournalEvent]`` and
-  ``evolve(state, event) -> RunJournal``, like every core;
-* ``next_due_ms(state)`` for the engine's timers (``CheckTimers``);
+  ``evolve(state, event) -> RunJournal | None``, like every core (``None``: evicted);
+* ``next_due_ms(state, retention_ms)`` for the engine's timers (``CheckTimers``);
 * ``effects_of(events) -> list[EffectRequest]``: what the shell performs after the
   transaction holding ``events`` committed (``SendRequest``, ``LookupRequest``,
   ``ExposureRequest``), answered with ``VenueAnswered``, ``LookupAnswered`` and
@@ -39,6 +39,11 @@ Guarantees (each has a test in ``tests/unit/test_journal_*.py``):
   treats "no attempt in my journal" as "nothing was sent": every action is looked up before
   it may be attempted, and "not found" counts only after the recovery's fence.
 * One recovery is open per run; a second concurrent ``RecoverRun`` is a no-op.
+* With a retention, a finished run (every action settled, nothing pending) is evicted once
+  the retention (at least 2 h) has passed since its deadline and its last record, and a
+  dispatch of a run without state read an hour or more after its send horizon is refused
+  before anything is journalled (on the live journal), so an evicted run is never intended
+  or sent again (:mod:`~streams.core.journal.retention`).
 """
 
 from streams.core.journal.commands import AcceptDispatch, CheckTimers, Command

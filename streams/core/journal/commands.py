@@ -41,6 +41,9 @@ class AcceptDispatch:
     run may have been attempted in the lost part of the journal, so its action is looked up
     before it may be attempted. (A run unknown to the restored journal is indistinguishable
     from a new one; only the shell knows the journal is a restored one.)
+
+    A dispatch of a run without a journal read an hour or more after its send horizon is
+    refused, never journalled (:mod:`~streams.core.journal.retention`).
     """
 
     action_id: str
@@ -72,7 +75,10 @@ class AcceptDispatch:
 
 @dataclass(frozen=True)
 class CheckTimers:
-    """Fire whatever is due at ``now``: missing send answers, lookups, holds, plan steps."""
+    """Fire whatever is due at ``now``: missing send answers, lookups, holds, plan steps,
+    and (with ``retention_ms``) the eviction of a run finished longer ago than that."""
+
+    retention_ms: int | None = None
 
 
 Command: TypeAlias = (

@@ -49,6 +49,7 @@ from streams.core.journal.model import (
 )
 from streams.core.journal.plan import advance, plan_changed, plan_of, recovery_due
 from streams.core.journal.recovery import recover
+from streams.core.journal.retention import evict_at_ms, eviction, refusal
 
 A = ActionStatus
 RESOLUTIONS = ("retry_lookup", "confirm_absent", "abandon")
@@ -74,6 +75,10 @@ def decide(
         _timers(batch)
         if not batch.events and state.primary is not None:
             advance(batch)
+        if not batch.events and command.retention_ms is not None:
+            evicted = eviction(state, now, command.retention_ms)
+            if evicted is not None:
+                batch.emit(evicted)
     elif command.run_id != state.run_id:
         return []
     elif isinstance(command, RecoverRun):
@@ -89,12 +94,14 @@ def decide(
     return batch.events
 
 
-def next_due_ms(state: RunJournal | None) -> int | None:
+def next_due_ms(state: RunJournal | None, retention_ms: int | None = None) -> int | None:
     """When ``CheckTimers`` next has something to do for ``state`` (epoch ms), or ``None``.
 
     Due at once (the state's last record time) when a plan step is pending (a checkpoint to
     write, a recovery to close, a task to start); otherwise the earliest send-answer deadline
-    or next lookup. Held and settled actions have no timer. Re-read it after every evolve.
+    or next lookup. Held and settled actions have no timer. With ``retention_ms`` a finished
+    run is due when it may be evicted (:mod:`~streams.core.journal.retention`). Re-read it
+    after every evolve.
     """
     if state is None or state.primary is None:
         return None
@@ -108,6 +115,10 @@ def next_due_ms(state: RunJournal | None) -> int | None:
         at = _timer_at(state, action)
         if at is not None:
             due.append(at)
+    if not due and retention_ms is not None:
+        evict_at = evict_at_ms(state, retention_ms)
+        if evict_at is not None:
+            due.append(evict_at)
     return min(due) if due else None
 
 
@@ -207,6 +218,14 @@ def _accept(batch: Batch, command: AcceptDispatch) -> None:
     state = batch.state
     if state is not None and (state.run_id != command.run_id or state.primary is not None):
         return  # one entry or exit per run; a repeated dispatch is answered by the journal
+    # On the live journal a run without state was never journalled or was evicted: one read
+    # that long after its horizon is refused. A restored journal may have lost an attempt of
+    # it, so there it is journalled and looked up, however old.
+    live = command.journal_origin == LIVE_JOURNAL
+    refused = refusal(command, batch.now) if state is None and live else None
+    if refused is not None:
+        batch.emit(refused)
+        return
     if command.kind not in PRIMARY_SLOTS:
         return
     if command.action_id != action_id_for(command.run_id, command.kind):

@@ -17,8 +17,10 @@ from schemas.events import (
     ActionHeld,
     ActionIntended,
     AttemptStarted,
+    DispatchRefused,
     ExposureRecorded,
     HoldResolved,
+    JournalEvicted,
     QueryRequested,
     ReceiptRecorded,
     RecoveryReceiptRecorded,
@@ -62,8 +64,17 @@ ActionRecord: TypeAlias = (
 )
 
 
-def evolve(state: RunJournal | None, event: JournalEvent) -> RunJournal:
-    """Apply one journal record to the run's state (``None``: the run's first record)."""
+def evolve(state: RunJournal | None, event: JournalEvent) -> RunJournal | None:
+    """Apply one journal record to the run's state (``None``: the run's first record).
+
+    ``JournalEvicted`` ends the state (``None``: the engine deletes the key); a
+    ``DispatchRefused`` changes nothing (a refused run has no state)."""
+    if isinstance(event, DispatchRefused):
+        return state
+    if isinstance(event, JournalEvicted):
+        if state is None or event.run_id != state.run_id:
+            raise InconsistentHistory(f"{event.run_id}: eviction of a run without its journal")
+        return None
     if state is None:
         state = RunJournal(run_id=event.run_id)
     elif event.run_id != state.run_id:
@@ -311,7 +322,7 @@ def _later(a: int | None, b: int | None) -> int | None:
     return a if b is None else max(a, b)
 
 
-def _time(event: JournalEvent) -> int:
+def _time(event: ActionRecord | RunCheckpointed | RecoveryStarted | RecoveryReceiptRecorded) -> int:
     if isinstance(event, ActionIntended):
         return event.intended_at_ms
     if isinstance(event, AttemptStarted):

@@ -19,8 +19,10 @@ from schemas.events import (
     ActionHeld,
     ActionIntended,
     AttemptStarted,
+    DispatchRefused,
     ExposureRecorded,
     HoldResolved,
+    JournalEvicted,
     QueryRequested,
     ReceiptRecorded,
     RecoveryReceiptRecorded,
@@ -48,6 +50,8 @@ JournalEvent: TypeAlias = (
     | ExposureRecorded
     | RecoveryStarted
     | RecoveryReceiptRecorded
+    | JournalEvicted
+    | DispatchRefused
 )
 """Every record the journal core writes (topic ``journal``, key run id)."""
 
