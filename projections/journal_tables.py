@@ -1,7 +1,8 @@
 """The execution gateway's tables (migration 003; rows from :mod:`projections.handlers.journal`).
 
 ``dispatches`` counts ``actions_dispatched``; ``journal_expirations`` counts the gateway's share
-of ``expired_before_send``; ``action_status`` (policy ``max``) holds each action's current
+of ``expired_before_send``; ``journal_refusals`` counts ``dispatches_refused`` (once per
+action); ``action_status`` (policy ``max``) holds each action's current
 status, from which the gauges ``unresolved_attempt`` and ``holds`` are read.
 """
 
@@ -16,6 +17,19 @@ def _expiry_counters(row: Row) -> Sequence[CounterKey]:
     # The gateway's final re-check (the gate counts its own CandidateExpired).
     return (("expired_before_send", ""),) if row["reason"] == "expired_before_send" else ()
 
+
+REFUSAL_COLUMNS = (
+    "action_id",
+    "run_id",
+    "kind",
+    "reason",
+    "expires_at_ms",
+    "authorized_until_ms",
+    "send_horizon_ms",
+    "dispatched_at_ms",
+    "refused_at_ms",
+)
+"""``journal_refusals``: every field of ``DispatchRefused``, under its own name."""
 
 JOURNAL_TABLES: tuple[TableSpec, ...] = (
     TableSpec(
@@ -139,6 +153,12 @@ JOURNAL_TABLES: tuple[TableSpec, ...] = (
         ),
         ("action_id",),
         counters=_expiry_counters,
+    ),
+    TableSpec(
+        "journal_refusals",
+        REFUSAL_COLUMNS,
+        ("action_id",),
+        counters=lambda row: (("dispatches_refused", ""),),
     ),
     TableSpec(
         "journal_checkpoints",

@@ -25,6 +25,8 @@ _HELP: dict[str, str] = {
     "expired_before_send": "Actions not sent because the deadline passed before dispatch.",
     "superseded": "Candidates replaced by a newer accepted signal of their scope.",
     "actions_dispatched": "Actions dispatched to the gateway.",
+    "dispatches_refused": "Dispatches of runs without a journal read an hour or more past "
+    "their send horizon: refused, nothing sent.",
     "unresolved_attempt": "Attempts whose outcome is not established (held ones included).",
     "holds": "Actions on hold awaiting an owner's decision.",
 }

@@ -9,6 +9,7 @@ which (with ``journal_holds`` and ``journal_receipts``) the gauges ``unresolved_
 
 from __future__ import annotations
 
+from projections.journal_tables import REFUSAL_COLUMNS
 from projections.model import Row, RowOp
 from projections.rows import Source, fields_of, handles
 from schemas.commands import (
@@ -295,9 +296,15 @@ def _journal_commands(source: Source, r: object) -> list[RowOp]:
     return []
 
 
-@handles(JournalEvicted, DispatchRefused)
-def _left_the_gateway(source: Source, r: object) -> list[RowOp]:
-    # The gateway's state forgets a finished run (or never journals a refused one); the read
-    # model keeps every row it had (statuses stay settled), and the record reaches the event
-    # log, so the run's timeline shows when and why.
+@handles(JournalEvicted)
+def _evicted(source: Source, r: JournalEvicted) -> list[RowOp]:
+    # The gateway's state forgets a finished run; the read model keeps every row it had
+    # (statuses stay settled), and the record reaches the event log, so the run's timeline
+    # shows when it left.
     return []
+
+
+@handles(DispatchRefused)
+def _refused(source: Source, r: DispatchRefused) -> list[RowOp]:
+    # No action_status row: nothing was journalled for the action.
+    return [("journal_refusals", fields_of(r, *REFUSAL_COLUMNS))]

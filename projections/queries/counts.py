@@ -23,6 +23,7 @@ STATS_KEYS: tuple[str, ...] = (
     "expired_before_send",
     "superseded",
     "actions_dispatched",
+    "dispatches_refused",
     "unresolved_attempt",
     "holds",
 )

@@ -206,6 +206,13 @@ def test_a_finished_run_is_evicted_and_a_repeat_of_its_dispatch_sends_nothing(
             assert settled in evicted_line
         [refused_line] = [line for line in out.splitlines() if "DispatchRefused" in line]
         assert refused_line.endswith("entry reason=beyond_horizon")
+
+        def refusals() -> int:
+            code, out, _ = _cli(capsys, "stats", "--json")
+            return int(orjson.loads(out)["dispatches_refused"]) if code == 0 else -1
+
+        # The repeat and the late dispatch, each once.
+        wait_until(lambda: refusals() == 2, timeout_s=60, what="dispatches_refused == 2")
         code, _, err = _cli(capsys, "recover", "--run", run, "--wait", "2")
         assert code == 0, err
         assert "its journal left the gateway" in err

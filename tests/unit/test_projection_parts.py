@@ -15,6 +15,8 @@ from schemas.events import (
     AdmissionRecordEvicted,
     BranchLaunched,
     DeliveryDeduplicated,
+    DispatchRefused,
+    JournalEvicted,
     RunStatusChanged,
 )
 from schemas.records import RECORD_CLASSES
@@ -130,6 +132,22 @@ def test_nul_characters_are_replaced_before_storing() -> None:
     assert ("d\ufffd",) in memory.tables["delivery_outcomes"]
     assert memory.counters[("duplicates", "in\ufffdflight")] == 1
     assert "\\u0000" not in str(memory.tables["event_log"][("runs", 0, 0)]["record"])
+
+
+def test_a_refused_dispatch_is_counted_once_and_an_eviction_keeps_every_row() -> None:
+    refused = DispatchRefused(
+        "run-1.entry", "run-1", "entry", "beyond_horizon", 5, None, 1, 4, 2, 3_600_004
+    )
+    memory = MemoryProjection()
+    memory.apply(project(Source("journal", 0, 7), refused))
+    memory.apply(project(Source("journal", 0, 9), refused))  # the same dispatch read again
+    assert list(memory.tables["journal_refusals"]) == [("run-1.entry",)]
+    assert memory.counters[("dispatches_refused", "")] == 1
+    assert "action_status" not in memory.tables or not memory.tables["action_status"]
+    evicted = JournalEvicted("run-1", ("run-1.entry=filled",), 4, 5, 7_200_000, 7_200_005)
+    ops = project(Source("journal", 0, 10), evicted)
+    assert [table for table, _ in ops] == ["event_log"]
+    assert record_time_ms(evicted) == 7_200_005
 
 
 def test_metrics_text() -> None:
