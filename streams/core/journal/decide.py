@@ -116,7 +116,7 @@ def next_due_ms(state: RunJournal | None, retention_ms: int | None = None) -> in
         if at is not None:
             due.append(at)
     if not due and retention_ms is not None:
-        evict_at = evict_at_ms(state, retention_ms)
+        evict_at = evict_at_ms(state, plan, retention_ms)
         if evict_at is not None:
             due.append(evict_at)
     return min(due) if due else None

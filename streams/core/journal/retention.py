@@ -35,7 +35,7 @@ from schemas.events import DispatchRefused, JournalEvicted
 from streams.core.journal.commands import AcceptDispatch
 from streams.core.journal.lifecycle import SETTLED
 from streams.core.journal.model import RunJournal
-from streams.core.journal.plan import plan_changed, plan_of
+from streams.core.journal.plan import Plan, plan_changed, plan_of
 
 BEYOND_HORIZON = "beyond_horizon"
 """``DispatchRefused.reason``: read :data:`REFUSAL_AFTER_MS` or more after its send horizon."""
@@ -56,27 +56,25 @@ def send_horizon_ms(
     return limit - uncertainty_ms
 
 
-def evict_at_ms(state: RunJournal, retention_ms: int) -> int | None:
-    """When ``state`` may be evicted, or ``None`` while the run is not finished. A retention
-    below :data:`MIN_RETENTION_MS` counts as that."""
-    horizon = _finished_horizon(state)
-    if horizon is None:
+def evict_at_ms(state: RunJournal, plan: Plan, retention_ms: int) -> int | None:
+    """When ``state`` (whose plan is ``plan``) may be evicted, or ``None`` while the run is
+    not finished. A retention below :data:`MIN_RETENTION_MS` counts as that."""
+    if not _finished(state, plan):
         return None
-    return max(horizon, state.updated_at_ms) + max(retention_ms, MIN_RETENTION_MS)
+    return max(_deadline_horizon(state), state.updated_at_ms) + _kept(retention_ms)
 
 
 def eviction(state: RunJournal, now: int, retention_ms: int) -> JournalEvicted | None:
     """The run's ``JournalEvicted`` if it is due at ``now``, else ``None``."""
-    due = evict_at_ms(state, retention_ms)
-    horizon = _finished_horizon(state)
-    if due is None or horizon is None or now < due:
+    due = evict_at_ms(state, plan_of(state), retention_ms)
+    if due is None or now < due:
         return None
     return JournalEvicted(
         run_id=state.run_id,
         actions=tuple(f"{a.action_id}={a.status.value}" for a in state.actions),
-        deadline_horizon_ms=horizon,
+        deadline_horizon_ms=_deadline_horizon(state),
         last_record_at_ms=state.updated_at_ms,
-        retention_ms=max(retention_ms, MIN_RETENTION_MS),
+        retention_ms=_kept(retention_ms),
         evicted_at_ms=now,
     )
 
@@ -103,14 +101,22 @@ def refusal(command: AcceptDispatch, now: int) -> DispatchRefused | None:
     )
 
 
-def _finished_horizon(state: RunJournal) -> int | None:
-    """The deadline horizon of a finished run (see the module docstring), else ``None``."""
+def _finished(state: RunJournal, plan: Plan) -> bool:
+    """Every action settled, no open recovery, the checkpoint current and naming no task."""
     primary = state.primary
     if primary is None or primary.intent is None or state.recovery is not None:
-        return None
+        return False
     if any(action.status not in SETTLED for action in state.actions):
-        return None
-    plan = plan_of(state)
-    if plan.next_tasks or plan_changed(state, plan):
-        return None
+        return False
+    return not plan.next_tasks and not plan_changed(state, plan)
+
+
+def _deadline_horizon(state: RunJournal) -> int:
+    """The run's deadline less its clock uncertainty (the run has an intent)."""
+    primary = state.primary
+    assert primary is not None and primary.intent is not None
     return primary.intent.expires_at_ms - primary.intent.clock_uncertainty_ms
+
+
+def _kept(retention_ms: int) -> int:
+    return max(retention_ms, MIN_RETENTION_MS)
