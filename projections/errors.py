@@ -40,6 +40,11 @@ class TopicRecreated(ProjectionError):
     """A stored offset lies beyond the end of its partition: the topic was recreated."""
 
 
+class HistoryNotInTopics(ProjectionError):
+    """A rebuild would drop records the live read model holds and the topics no longer do
+    (:mod:`projections.history`); nothing was changed. ``--drop-history`` lets it."""
+
+
 class HeldRowsRefused(ProjectionError):
     """PostgreSQL refused rows a bulk load held back across batches (``held_rows``).
 

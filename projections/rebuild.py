@@ -13,7 +13,8 @@ A large load runs in worker processes, one share of the partitions each
 table row by row (:func:`~projections.compare.compare_schemas`) and drops the rebuilt copy;
 the live tables are left as they were. Only what the topics still hold can be rebuilt: rows
 whose events left retention (or were compacted away) show up as differences, and that is
-the truth.
+the truth. A rebuild that would drop such records from the live tables refuses instead,
+unless ``drop_history`` says to (:mod:`projections.history`).
 """
 
 from __future__ import annotations
@@ -37,7 +38,13 @@ from projections.db import (
     schema_exists,
     schema_name,
 )
-from projections.errors import HeldRowsRefused, ProjectionError, ProjectionUnavailable
+from projections.errors import (
+    HeldRowsRefused,
+    HistoryNotInTopics,
+    ProjectionError,
+    ProjectionUnavailable,
+)
+from projections.history import dropped_line, gone_from_topics, lacking, refusal
 from projections.indexes import build_indexes, defer_indexes
 from projections.migrate import migrate
 from projections.parallel_load import auto_workers, load_in_parallel
@@ -64,6 +71,8 @@ class RebuildResult:
     swapped: bool = False
     workers: int = 1
     """The processes that loaded the topics (1: this one)."""
+    dropped: int = 0
+    """Records the live tables held that the topics no longer did (``drop_history``)."""
 
 
 def stored_offsets(conn: psycopg.Connection[Any], schema: str) -> Offsets:
@@ -84,6 +93,7 @@ def rebuild(
     timeout_s: float | None = None,
     workers: int | None = None,
     swap_wait_s: float | None = None,
+    drop_history: bool = False,
     _after_migrate: Callable[[psycopg.Connection[Any], str], None] | None = None,
     _before_swap: Callable[[], None] | None = None,
 ) -> RebuildResult:
@@ -97,6 +107,11 @@ def rebuild(
     hold the live tables, never making a reader wait more than a second
     (:mod:`projections.swap`), then raises :class:`~projections.swap.SwapBlocked` naming
     them.
+
+    A rebuild that would drop records the live tables hold and the topics no longer do
+    (retention or compaction removed them) raises :class:`HistoryNotInTopics` and changes
+    nothing, unless ``drop_history``: it looks before loading and, exactly, before swapping
+    (:mod:`projections.history`). :attr:`RebuildResult.dropped` counts what went.
     """
     stream = stream or sys.stderr
     live = schema_name(settings.topic_prefix)
@@ -118,8 +133,14 @@ def rebuild(
                 f"there is no live projection in schema {live} to verify against; run "
                 "`sluicegate projections rebuild` (without --verify) or start the projector"
             )
+        guarded = not verify and schema_exists(conn, live)
+        if guarded and not drop_history:
+            early = gone_from_topics(settings, conn, live)
+            if early:
+                raise HistoryNotInTopics(refusal(early, live, settings.topic_prefix))
         bar = Progress("rebuild", 0, stream, enabled=show_progress)
         target = stored_offsets(conn, live) if verify else None
+        dropped = 0
         loaded: _Loaded | None = None
         swapped = False
         load = partial(_load, settings, conn, fresh, target, bar=bar, timeout_s=timeout_s)
@@ -145,6 +166,18 @@ def rebuild(
                 build_indexes(conn, loaded.deferred)
                 if _before_swap is not None:
                     _before_swap()
+                if guarded:
+                    gone = lacking(
+                        conn,
+                        live,
+                        fresh,
+                        loaded.goal,
+                        topic_prefix=settings.topic_prefix,
+                        drop_history=drop_history,
+                    )
+                    dropped = sum(m.records for m in gone)
+                    if gone:
+                        print(f"rebuild: {dropped_line(gone, settings.topic_prefix)}", file=stream)
                 patience = SWAP_WAIT_S if swap_wait_s is None else swap_wait_s
                 swap_in(conn, live, fresh, patience_s=patience, stream=stream)
                 swapped = True
@@ -157,6 +190,7 @@ def rebuild(
                 differences=differences,
                 swapped=swapped,
                 workers=loaded.workers,
+                dropped=dropped,
             )
         finally:
             if loaded is not None:

@@ -188,6 +188,10 @@ class Sources:
         (of the share, unless ``every_share``)."""
         return self.list_offsets(self.discover(every_share=every_share), _LATEST)
 
+    def start_offsets(self) -> Offsets:
+        """The first offset every source partition still holds (retention moves it on)."""
+        return self.list_offsets(self.discover(), _EARLIEST)
+
     def assign(
         self,
         positions: Offsets,
@@ -222,7 +226,8 @@ class Sources:
                     raise TopicRecreated(
                         f"{full}[{partition}]: stored offset {stored} is beyond the end "
                         f"({high}); the topic was recreated. Run `sluicegate projections "
-                        "rebuild` to project it afresh."
+                        "rebuild --drop-history` to project it afresh (it drops what was "
+                        "projected from the old topic)."
                     )
                 if stored < low:
                     log.warning(

@@ -12,7 +12,8 @@ every assignment after it compares, as does a running projector's look at its to
 10 s): topics deleted and created again between two looks keep their partitions, and the
 assigned consumer reads them on from its old positions without an error. A topic whose id
 differs raises :class:`~projections.errors.TopicRecreated`, whose message names the remedy
-(``sluicegate projections rebuild`` projects the topics as they are now, ids included).
+(``sluicegate projections rebuild --drop-history`` projects the topics as they are now, ids
+included, and drops what was projected from the old ones: :mod:`projections.history`).
 
 A schema from before this table records the ids it finds at its next assignment: topics
 recreated before that are caught only by offsets beyond a partition's end, as they were.
@@ -49,7 +50,9 @@ def claim(conn: psycopg.Connection[Any], schema: str, ids: Mapping[str, str]) ->
                 f"same names: {', '.join(changed)} ({first} had id {recorded[first]}, now "
                 f"{ids[first]}). They were deleted and created again, or Kafka's data was "
                 "reset, so the stored offsets mean nothing there. Run `sluicegate projections "
-                "rebuild` to project the topics as they are now."
+                "rebuild --drop-history` to project the topics as they are now; it drops what "
+                f"was projected from the old ones (`pg_dump --schema {schema}` first to keep "
+                "it)."
             )
         new = {t: i for t, i in ids.items() if t not in recorded}
         if new:

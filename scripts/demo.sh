@@ -20,13 +20,14 @@ $sg workflows apply examples/btc-breakout.toml
 
 # PostgreSQL is the machine's, Kafka's data lives in this checkout (var/): after var/ was
 # removed, or in a second checkout, the read model holds offsets of topics that no longer
-# exist, and the projector refuses to resume from them. Rebuild it from the topics as they are.
+# exist, and the projector refuses to resume from them. Rebuild it from the topics as they are:
+# the demo's old runs went with the topics they came from, so it drops them on purpose.
 checked=0
 why=$($sg projections check 2>&1 >/dev/null) || checked=$?
 if [ "$checked" = 3 ]; then
   say "the read model was projected from topics that no longer exist: rebuilding it"
   echo "$why"
-  $sg projections rebuild --no-progress
+  $sg projections rebuild --no-progress --drop-history
 elif [ "$checked" != 0 ]; then
   echo "$why" >&2
   exit 1

@@ -69,6 +69,13 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="how long to keep trying to swap in while other sessions hold the live tables, "
         "each try making readers wait at most a second (default 300)",
     )
+    rb.add_argument(
+        "--drop-history",
+        action="store_true",
+        help="swap in even when the live tables hold records the topics no longer hold "
+        "(retention or compaction removed them): they are dropped. Without it such a "
+        "rebuild refuses and changes nothing",
+    )
     rb.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     rb.set_defaults(func=cmd_rebuild)
     check = psub.add_parser(
@@ -206,6 +213,7 @@ def cmd_rebuild(args: argparse.Namespace) -> int:
         show_progress=not args.no_progress,
         workers=args.workers,
         swap_wait_s=args.swap_wait,
+        drop_history=args.drop_history,
     )
     if args.verify:
         for difference in result.differences:

@@ -21,7 +21,7 @@ from collections.abc import Iterator
 import pytest
 
 from projections import queries
-from projections.errors import TopicRecreated
+from projections.errors import HistoryNotInTopics, TopicRecreated
 from projections.projector import Projector
 from projections.rebuild import rebuild
 from sluicegate.commands.projections import MUST_REBUILD
@@ -98,9 +98,19 @@ def test_topics_recreated_and_grown_past_the_stored_offsets_are_not_resumed(
     assert checked.returncode == MUST_REBUILD, checked.stderr
     assert "projections rebuild" in checked.stderr
 
-    # The remedy the message names: a rebuild projects the topics as they are now, after
-    # which the projector resumes as usual.
-    rebuild(settings, stream=io.StringIO(), show_progress=False)
+    # The remedy the message names: a rebuild told to drop what was projected from the old
+    # topics projects them as they are now, after which the projector resumes as usual.
+    # Untold, it refuses: the read model is all that is left of the old topics' records.
+    with queries.reader(settings) as (conn, schema):
+        old = conn.execute(f'SELECT count(*) FROM "{schema}".event_log').fetchone()
+    assert old is not None and old[0] > 0
+    with pytest.raises(HistoryNotInTopics, match="its topic deleted since") as kept:
+        rebuild(settings, stream=io.StringIO(), show_progress=False)
+    assert f"holds {old[0]} records the topics no longer hold" in str(kept.value)
+    assert "--drop-history" in str(refused.value)
+    told = io.StringIO()
+    rebuild(settings, stream=told, show_progress=False, drop_history=True)
+    assert f"dropped {old[0]} records the topics no longer hold" in told.getvalue()
     assert check(settings).returncode == 0
     with Projector(settings) as projector:
         projector.run_until(timeout_s=60)
