@@ -81,7 +81,13 @@ def _missing(
 
 
 def recorded_ids(conn: psycopg.Connection[Any], schema: str) -> dict[str, str]:
-    """The Kafka topic id ``schema`` recorded per short topic name (``topic_ids.py``)."""
+    """The Kafka topic id ``schema`` recorded per short topic name (``topic_ids.py``); none
+    in a schema still at the migrations of a build from before it kept them."""
+    found = conn.execute(
+        "SELECT to_regclass(%s)", (sql.Identifier(schema, "topic_ids").as_string(conn),)
+    ).fetchone()
+    if found is None or found[0] is None:
+        return {}
     rows = conn.execute(
         sql.SQL("SELECT topic, topic_id FROM {}").format(sql.Identifier(schema, "topic_ids"))
     ).fetchall()

@@ -316,6 +316,7 @@ async def _get_metrics(request: web.Request) -> web.Response:
             queries.get_stats(conn, schema),
             queries.get_offsets(conn, schema),
             queries.get_parked_count(conn, schema),
+            queries.get_gap_offsets(conn, schema),
         )
 
     try:

@@ -37,8 +37,14 @@ def _escape(value: str) -> str:
     return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
 
 
-def render(stats: Mapping[str, Any], offsets: Sequence[Mapping[str, Any]], parked: int) -> str:
-    """The exposition text for ``stats`` (as from ``queries.get_stats``) and ``offsets``."""
+def render(
+    stats: Mapping[str, Any],
+    offsets: Sequence[Mapping[str, Any]],
+    parked: int,
+    gap_offsets: int = 0,
+) -> str:
+    """The exposition text for ``stats`` (as from ``queries.get_stats``) and ``offsets``;
+    ``parked`` messages and ``gap_offsets`` (offsets that left retention unprojected)."""
     lines: list[str] = []
     for key, value in stats.items():
         gauge = key in GAUGES
@@ -53,6 +59,12 @@ def render(stats: Mapping[str, Any], offsets: Sequence[Mapping[str, Any]], parke
     lines.append("# HELP sluicegate_projection_parked_total Messages the projector could not read.")
     lines.append("# TYPE sluicegate_projection_parked_total counter")
     lines.append(f"sluicegate_projection_parked_total {parked}")
+    lines.append(
+        "# HELP sluicegate_projection_retention_gap_offsets_total Offsets that left their "
+        "topic's retention before the projector read them (table retention_gaps)."
+    )
+    lines.append("# TYPE sluicegate_projection_retention_gap_offsets_total counter")
+    lines.append(f"sluicegate_projection_retention_gap_offsets_total {gap_offsets}")
     lines.append(
         "# HELP sluicegate_projection_offset Next offset the projector will read, per partition."
     )

@@ -17,6 +17,13 @@ A bulk load (``held_rows``, what a rebuild runs) is the one exception: step 2 ho
 merged tables' rows back in memory and later transactions write them, which is only for a
 schema nobody reads before :meth:`Projector.run_until` returns.
 
+A partition whose next offset has left the topic's retention (a projector stopped, or
+behind, for longer than the topic keeps records) makes the consumer stop it with
+``_AUTO_OFFSET_RESET`` (``auto.offset.reset=error``: it never jumps by itself). The batch
+then records the skipped offsets in ``retention_gaps`` and moves the stored offset to the
+partition's first offset in the same transaction, and the consumer is assigned there once
+that has committed.
+
 So the rows and the position that produced them commit or vanish together. A kill -9, or a
 PostgreSQL outage, at any point leaves the database at the end of some whole batch; on start
 (or after reconnecting) the projector re-reads the stored offsets and seeks there, so nothing
@@ -46,6 +53,7 @@ from projections.errors import OffsetsMoved, ProjectionError, TopicRecreated
 from projections.handlers import Source, park, project
 from projections.model import RowOp
 from projections.retry import FailuresInARow, one_line
+from projections.rows import retention_gap
 from projections.share import Share
 from projections.siblings import SiblingWatch
 from projections.sources import Sources, source_topics
@@ -346,6 +354,7 @@ class Projector:
         messages = take(consumer, self.batch_size, self.poll_timeout_s)
         per_message: list[Mapped] = []
         advance: Offsets = {}
+        gaps = 0
         for m in messages:
             tp, offset = self._sources.where(m)
             if tp is None:
@@ -360,6 +369,11 @@ class Projector:
                     self._left_behind = self._left_behind or end < offset
                     if end > current:
                         advance[tp] = end
+                elif err.code() == KafkaError._AUTO_OFFSET_RESET:
+                    start = self._skip_gap(tp, current)
+                    per_message.append((tp, start - 1, retention_gap(*tp, current, start), None))
+                    advance[tp] = start
+                    gaps += 1
                 elif err.fatal():
                     raise ProjectionError(f"Kafka consumer failed: {err.str()}")
                 else:
@@ -381,7 +395,31 @@ class Projector:
             expected = dict(self._ahead)
             self._ahead.update(advance)
             future = self._writer.submit(per_message, advance, expected)
-            self._pending = (future, len(per_message))
+            self._pending = (future, len(per_message) - gaps)
+        # The consumer stopped those partitions; once the gaps are stored, assign them there.
+        if gaps and self._settle():
+            self._assign(only_if_changed=False)
+
+    def _skip_gap(self, tp: tuple[str, int], current: int) -> int:
+        """The first offset ``tp`` still holds, beyond ``current``, which left retention
+        before it was projected; :class:`TopicRecreated` when ``current`` lies beyond the
+        end instead (the topic holds fewer records than were read from it)."""
+        start, end = self._sources.bounds(tp)
+        if start <= current:
+            raise TopicRecreated(
+                f"{self.settings.topic_named(tp[0])}[{tp[1]}]: offset {current} is out of "
+                f"range ({start} to {end}) and not behind the start; the topic was recreated. "
+                "Run `sluicegate projections rebuild --drop-history` to project it afresh."
+            )
+        log.warning(
+            "%s[%d]: offsets %d to %d left retention before they were projected; the read "
+            "model lacks their records (recorded in retention_gaps)",
+            self.settings.topic_named(tp[0]),
+            tp[1],
+            current,
+            start - 1,
+        )
+        return start
 
     def _map(self, m: Message, tp: tuple[str, int], offset: int) -> list[RowOp]:
         raw_key = m.key()

@@ -72,6 +72,13 @@ def park(source: Source, value: bytes | None, error: str) -> list[RowOp]:
     ]
 
 
+def retention_gap(topic: str, partition: int, first: int, end: int) -> list[RowOp]:
+    """The row of offsets ``[first, end)`` of a partition that left the topic's retention
+    before they were projected: the read model lacks whatever records they held."""
+    row = {"src_topic": topic, "src_partition": partition, "first_offset": first}
+    return [("retention_gaps", {**row, "end_offset": end})]
+
+
 _LOG_FIELDS = ("run_id", "admission_key", "delivery_id", "subscription", "environment", "scope_key")
 """Text fields copied into ``event_log`` columns of their names, from record types having them."""
 

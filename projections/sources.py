@@ -54,8 +54,9 @@ def _consumer(settings: Settings, schema: str) -> Consumer:
         tuning={
             "enable.auto.offset.store": False,
             "enable.partition.eof": True,
-            # Only reached when a stored offset fell out of retention: start at the oldest.
-            "auto.offset.reset": "earliest",
+            # Never jump by itself: a next offset that left retention is a gap the projector
+            # records (projector.py), and one beyond the end a recreated topic.
+            "auto.offset.reset": "error",
             # Short broker-side waits on empty fetches: a partition's end (and so "caught
             # up") is noticed within ~100 ms, at the cost of a few idle requests a second.
             "fetch.wait.max.ms": 100,
@@ -188,6 +189,10 @@ class Sources:
         (of the share, unless ``every_share``)."""
         return self.list_offsets(self.discover(every_share=every_share), _LATEST)
 
+    def bounds(self, tp: tuple[str, int]) -> tuple[int, int]:
+        """The first offset ``tp`` still holds and its end (read_committed)."""
+        return self.list_offsets({tp}, _EARLIEST)[tp], self.list_offsets({tp}, _LATEST)[tp]
+
     def start_offsets(self) -> Offsets:
         """The first offset every source partition still holds (retention moves it on)."""
         return self.list_offsets(self.discover(), _EARLIEST)
@@ -206,7 +211,8 @@ class Sources:
         :class:`TopicRecreated` for a topic recreated since the offsets were stored
         (``topic_ids.py``): topics deleted and created again between two looks have the
         same partitions, and the assigned consumer reads them on from its old positions
-        without a word. A stored offset beyond its partition's end raises it too."""
+        without a word. A stored offset beyond its partition's end raises it too; one behind
+        its start is assigned as it is, for the projector to record the gap (projector.py)."""
         partitions = self.discover()
         claim(self.topic_ids({short for short, _ in partitions}))
         if only_if_changed and partitions == self.partitions:
@@ -221,20 +227,13 @@ class Sources:
             full = self.settings.topic_named(short)
             stored = positions.get((short, partition))
             if stored is not None:
-                low, high = lows[(short, partition)], highs[(short, partition)]
+                high = highs[(short, partition)]
                 if stored > high:
                     raise TopicRecreated(
                         f"{full}[{partition}]: stored offset {stored} is beyond the end "
                         f"({high}); the topic was recreated. Run `sluicegate projections "
                         "rebuild --drop-history` to project it afresh (it drops what was "
                         "projected from the old topic)."
-                    )
-                if stored < low:
-                    log.warning(
-                        "%s[%d]: %d messages left retention before they were projected",
-                        full,
-                        partition,
-                        low - stored,
                     )
             offset = lows[(short, partition)] if stored is None else stored
             assignment.append(TopicPartition(full, partition, offset))

@@ -23,6 +23,7 @@ from projections.queries.connection import (
 from projections.queries.counts import (
     BY_REASON,
     STATS_KEYS,
+    get_gap_offsets,
     get_offsets,
     get_parked_count,
     get_stats,
@@ -38,6 +39,7 @@ __all__ = [
     "Json",
     "ensure_readable",
     "found",
+    "get_gap_offsets",
     "get_occurrence",
     "get_offsets",
     "get_parked_count",

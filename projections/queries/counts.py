@@ -65,3 +65,14 @@ def get_offsets(conn: psycopg.Connection[Any], schema: str) -> list[Json]:
 def get_parked_count(conn: psycopg.Connection[Any], schema: str) -> int:
     row = fetch_one(conn, sql.SQL("SELECT count(*) AS n FROM {}").format(table(schema, "parked")))
     return int(row["n"]) if row else 0
+
+
+def get_gap_offsets(conn: psycopg.Connection[Any], schema: str) -> int:
+    """Offsets that left their topic's retention before the projector read them."""
+    row = fetch_one(
+        conn,
+        sql.SQL("SELECT coalesce(sum(end_offset - first_offset), 0) AS n FROM {}").format(
+            table(schema, "retention_gaps")
+        ),
+    )
+    return int(row["n"]) if row else 0

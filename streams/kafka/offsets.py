@@ -1,7 +1,8 @@
 """Reading a partition's watermarks while its leader is being elected or moved.
 
 A topic created a moment ago, or a partition whose leader is moving, answers ListOffsets
-with ``NOT_LEADER_FOR_PARTITION`` or ``LEADER_NOT_AVAILABLE`` for a short while; librdkafka
+with ``NOT_LEADER_FOR_PARTITION``, ``LEADER_NOT_AVAILABLE`` or a leader epoch its metadata
+does not know yet for a short while; librdkafka
 does not flag those as retriable on this call, so :func:`watermarks` names them and waits
 them out. Any other error, or the same ones past the deadline, is raised unchanged.
 """
@@ -20,6 +21,10 @@ NOT_READY = frozenset(
         KafkaError._UNKNOWN_PARTITION,
         KafkaError._TIMED_OUT,
         KafkaError._TRANSPORT,
+        # A broker whose metadata lags the controller's (a topic deleted and created again a
+        # moment ago, a leader moving) answers with the leader epoch it knows.
+        KafkaError.UNKNOWN_LEADER_EPOCH,
+        KafkaError.FENCED_LEADER_EPOCH,
     }
 )
 """Codes a healthy cluster answers while a partition's leader is not known yet."""

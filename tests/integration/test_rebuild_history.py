@@ -18,8 +18,6 @@ from typing import Any
 
 import psycopg
 import pytest
-from confluent_kafka import TopicPartition
-from confluent_kafka.admin import AdminClient
 from psycopg import sql
 
 from projections.db import REBUILD_SUFFIX, connect, schema_exists, schema_name
@@ -29,7 +27,7 @@ from projections.rebuild import rebuild
 from streams.kafka.topics import ensure_topics
 from streams.settings import Settings
 from tests.support.history import build_history, cleanup, produce_history
-from tests.support.kafka import unique_settings
+from tests.support.kafka import expire_records, unique_settings
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 
@@ -57,14 +55,6 @@ def _records(conn: psycopg.Connection[Any], schema: str, topic: str) -> dict[int
         (topic,),
     ).fetchall()
     return {int(p): int(n) for p, n in rows}
-
-
-def _expire(settings: Settings, topic: str, partition: int, before: int) -> None:
-    """Move the partition's start to ``before``, as retention deleting its first segments does."""
-    admin = AdminClient(settings.kafka_config())
-    full = settings.topic_named(topic)
-    (future,) = admin.delete_records([TopicPartition(full, partition, before)]).values()
-    assert future.result(timeout=30).low_watermark == before
 
 
 def _busiest(conn: psycopg.Connection[Any], schema: str, topic: str) -> tuple[int, int]:
@@ -102,7 +92,7 @@ def test_a_rebuild_refuses_to_drop_records_that_left_retention(settings: Setting
         partition, before = _busiest(conn, live, "runs")
         everything = _records(conn, live, "runs")
         gone, first, last = _below(conn, live, "runs", partition, 3)
-    _expire(settings, "runs", partition, 3)
+    expire_records(settings, "runs", partition, 3)
 
     done = _cli(settings, "projections", "rebuild", "--no-progress")
     assert done.returncode == 1, done.stderr
@@ -134,7 +124,7 @@ def test_records_that_leave_while_the_rebuild_loads_are_caught_before_the_swap(
         gone, _, _ = _below(conn, live, "deliveries", partition, 2)
 
     def retention_moves(conn: psycopg.Connection[Any], fresh: str) -> None:
-        _expire(settings, "deliveries", partition, 2)
+        expire_records(settings, "deliveries", partition, 2)
 
     with pytest.raises(HistoryNotInTopics) as refused:
         rebuild(settings, show_progress=False, workers=1, _after_migrate=retention_moves)
@@ -153,3 +143,24 @@ def test_a_rebuild_of_topics_that_hold_everything_swaps_in_as_before(settings: S
     assert result.dropped == 0
     with connect(settings.pg_dsn, autocommit=True) as conn:
         assert _records(conn, live, "runs") == everything
+
+
+def test_a_live_schema_from_before_topic_ids_is_compared_by_offset(settings: Settings) -> None:
+    """Upgrade, then rebuild: the live schema is still at the migrations of the old build
+    (no ``topic_ids`` before 005), and its records are compared by offset alone."""
+    live = schema_name(settings.topic_prefix)
+    with connect(settings.pg_dsn, autocommit=True) as conn:
+        conn.execute(sql.SQL("DROP TABLE {}").format(sql.Identifier(live, "topic_ids")))
+        conn.execute(
+            sql.SQL("DELETE FROM {} WHERE version >= 5").format(
+                sql.Identifier(live, "schema_migrations")
+            )
+        )
+        partition, _ = _busiest(conn, live, "runs")
+        gone, _, _ = _below(conn, live, "runs", partition, 2)
+    expire_records(settings, "runs", partition, 2)
+    with pytest.raises(HistoryNotInTopics) as refused:
+        rebuild(settings, show_progress=False, workers=1)
+    assert f"holds {gone} records the topics no longer hold" in str(refused.value)
+    result = rebuild(settings, show_progress=False, workers=1, drop_history=True)
+    assert result.swapped and result.dropped == gone

@@ -220,3 +220,12 @@ def set_topic_config(settings: Settings, short_name: str, config: dict[str, str]
     admin = AdminClient(settings.kafka_config())  # alive until every future has its answer
     for future in admin.incremental_alter_configs([resource]).values():
         future.result()
+
+
+def expire_records(settings: Settings, topic: str, partition: int, before: int) -> None:
+    """Move the start of ``topic`` (short name) partition ``partition`` to offset ``before``,
+    as retention deleting its first segments does (``DeleteRecords``)."""
+    admin = AdminClient(settings.kafka_config())
+    full = settings.topic_named(topic)
+    (future,) = admin.delete_records([TopicPartition(full, partition, before)]).values()
+    assert future.result(timeout=30).low_watermark == before
