@@ -354,7 +354,7 @@ class Projector:
         messages = take(consumer, self.batch_size, self.poll_timeout_s)
         per_message: list[Mapped] = []
         advance: Offsets = {}
-        gaps = 0
+        gapped: set[tuple[str, int]] = set()
         for m in messages:
             tp, offset = self._sources.where(m)
             if tp is None:
@@ -369,11 +369,12 @@ class Projector:
                     self._left_behind = self._left_behind or end < offset
                     if end > current:
                         advance[tp] = end
-                elif err.code() == KafkaError._AUTO_OFFSET_RESET:
+                elif err.code() == KafkaError._AUTO_OFFSET_RESET and tp not in gapped:
+                    # The consumer stopped the partition: nothing more of it in this batch.
                     start = self._skip_gap(tp, current)
                     per_message.append((tp, start - 1, retention_gap(*tp, current, start), None))
                     advance[tp] = start
-                    gaps += 1
+                    gapped.add(tp)
                 elif err.fatal():
                     raise ProjectionError(f"Kafka consumer failed: {err.str()}")
                 else:
@@ -395,9 +396,9 @@ class Projector:
             expected = dict(self._ahead)
             self._ahead.update(advance)
             future = self._writer.submit(per_message, advance, expected)
-            self._pending = (future, len(per_message) - gaps)
+            self._pending = (future, len(per_message) - len(gapped))
         # The consumer stopped those partitions; once the gaps are stored, assign them there.
-        if gaps and self._settle():
+        if gapped and self._settle():
             self._assign(only_if_changed=False)
 
     def _skip_gap(self, tp: tuple[str, int], current: int) -> int:
