@@ -29,6 +29,7 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
+from projections import topic_ids
 from projections.errors import HistoryNotInTopics
 from projections.sources import Sources, source_topics
 from projections.store import Offsets
@@ -78,20 +79,6 @@ def _missing(
 ) -> list[Missing]:
     rows = conn.execute(query, params).fetchall()
     return [Missing(str(t), int(p), int(n), int(lo), int(hi), deleted) for t, p, n, lo, hi in rows]
-
-
-def recorded_ids(conn: psycopg.Connection[Any], schema: str) -> dict[str, str]:
-    """The Kafka topic id ``schema`` recorded per short topic name (``topic_ids.py``); none
-    in a schema still at the migrations of a build from before it kept them."""
-    found = conn.execute(
-        "SELECT to_regclass(%s)", (sql.Identifier(schema, "topic_ids").as_string(conn),)
-    ).fetchone()
-    if found is None or found[0] is None:
-        return {}
-    rows = conn.execute(
-        sql.SQL("SELECT topic, topic_id FROM {}").format(sql.Identifier(schema, "topic_ids"))
-    ).fetchall()
-    return {str(t): str(i) for t, i in rows}
 
 
 def same_topics(recorded: Mapping[str, str], current: Mapping[str, str]) -> set[str]:
@@ -199,7 +186,7 @@ def gone_from_topics(settings: Settings, conn: psycopg.Connection[Any], live: st
         ids = sources.topic_ids({topic for topic, _ in starts})
     finally:
         sources.close()
-    recorded = recorded_ids(conn, live)
+    recorded = topic_ids.recorded(conn, live)
     return sorted(
         below_start(conn, live, starts, same_topics(recorded, ids))
         + every_record(conn, live, deleted_topics(recorded, ids)),
@@ -218,7 +205,7 @@ def lacking(
 ) -> list[Missing]:
     """The live records the loaded ``fresh`` schema lacks: the exact look before swapping.
     :class:`HistoryNotInTopics` if there are any and not ``drop_history``."""
-    recorded, current = recorded_ids(conn, live), recorded_ids(conn, fresh)
+    recorded, current = topic_ids.recorded(conn, live), topic_ids.recorded(conn, fresh)
     missing = sorted(
         absent_from(conn, live, fresh, goal, same_topics(recorded, current))
         + every_record(conn, live, deleted_topics(recorded, current)),

@@ -63,3 +63,17 @@ def claim(conn: psycopg.Connection[Any], schema: str, ids: Mapping[str, str]) ->
                 ).format(table),
                 (list(new), list(new.values())),
             )
+
+
+def recorded(conn: psycopg.Connection[Any], schema: str) -> dict[str, str]:
+    """The id ``schema`` recorded per short topic name; none in a schema still at the
+    migrations of a build from before this table (a rebuild's look at an older read model)."""
+    found = conn.execute(
+        "SELECT to_regclass(%s)", (sql.Identifier(schema, "topic_ids").as_string(conn),)
+    ).fetchone()
+    if found is None or found[0] is None:
+        return {}
+    rows = conn.execute(
+        sql.SQL("SELECT topic, topic_id FROM {}").format(sql.Identifier(schema, "topic_ids"))
+    ).fetchall()
+    return {str(t): str(i) for t, i in rows}

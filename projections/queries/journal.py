@@ -11,7 +11,7 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
-from projections.queries.connection import Json, fetch_all, table
+from projections.queries.connection import Json, fetch_all, fetch_one, table
 
 UNRESOLVED = ("attempted", "reconciling")
 SETTLED = ("acknowledged", "filled", "rejected", "expired", "closed", "not_needed")
@@ -68,7 +68,7 @@ def list_holds(conn: psycopg.Connection[Any], schema: str, *, resolved: bool = F
 
 def evicted_at(conn: psycopg.Connection[Any], schema: str, run_id: str) -> int | None:
     """When the gateway evicted ``run_id``'s finished journal (epoch ms), or ``None``."""
-    rows = fetch_all(
+    row = fetch_one(
         conn,
         sql.SQL(
             "SELECT time_ms FROM {} WHERE run_id = %s AND type = 'JournalEvicted' "
@@ -76,7 +76,7 @@ def evicted_at(conn: psycopg.Connection[Any], schema: str, run_id: str) -> int |
         ).format(table(schema, "event_log")),
         (run_id,),
     )
-    return int(rows[0]["time_ms"]) if rows else None
+    return int(row["time_ms"]) if row else None
 
 
 def runs_needing_recovery(conn: psycopg.Connection[Any], schema: str) -> list[str]:

@@ -28,7 +28,7 @@ from streams.kafka.topics import ensure_topics
 from streams.settings import Settings
 from tests.support.component_process import ComponentProcess
 from tests.support.history import build_history, cleanup, produce_history
-from tests.support.kafka import expire_records, unique_settings
+from tests.support.kafka import expire_records, high_watermark, unique_settings
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 
@@ -50,15 +50,12 @@ def _produce_more(settings: Settings, tag: str) -> None:
     produce_history(settings, build_history(rng, 30, tag=tag), rng=rng, abort_every=0)
 
 
-def _bounds(settings: Settings, topic: str, partition: int) -> tuple[int, int]:
-    consumer = Consumer({**settings.kafka_config(), "group.id": "bounds"})
+def _end(settings: Settings, topic: str, partition: int) -> int:
+    consumer = Consumer({**settings.kafka_config(), "group.id": "ends"})
     try:
-        low, high = consumer.get_watermark_offsets(
-            TopicPartition(settings.topic_named(topic), partition), timeout=10
-        )
+        return high_watermark(consumer, TopicPartition(settings.topic_named(topic), partition))
     finally:
         consumer.close()
-    return int(low), int(high)
 
 
 def _gaps(conn: psycopg.Connection[Any], schema: str) -> list[tuple[str, int, int, int]]:
@@ -87,7 +84,7 @@ def test_a_restarted_projector_records_what_left_retention_while_it_was_stopped(
     with connect(settings.pg_dsn, autocommit=True) as conn:
         stored = stored_offsets(conn, live)
     _produce_more(settings, "while-stopped")
-    _, high = _bounds(settings, "runs", 1)
+    high = _end(settings, "runs", 1)
     start = stored[("runs", 1)] + (high - stored[("runs", 1)]) // 2
     expire_records(settings, "runs", 1, start)
 
@@ -127,7 +124,7 @@ def test_a_frozen_projector_records_the_gap_when_it_resumes(
             stored = stored_offsets(conn, live)
             projector.pause()
             _produce_more(settings, "while-frozen")
-            _, high = _bounds(settings, "deliveries", 2)
+            high = _end(settings, "deliveries", 2)
             start = high - 1
             expire_records(settings, "deliveries", 2, start)
             projector.resume()
