@@ -289,7 +289,14 @@ def held_then_resolved(venue: VenueProcess, root: Path) -> d.Outcome:
             )
         ],
     )
-    scenario.wait(scenario.rests, gateway, d.RUN_TIMEOUT_S)
+
+    def resolved_and_at_rest() -> bool:
+        # A held run is at rest too: until the gateway has taken the command, the journal
+        # still shows the hold, and stopping then loses the race with the resolution.
+        records = scenario.journal()
+        return any(isinstance(r, HoldResolved) for r in records) and d.at_rest(d.fold(records))
+
+    scenario.wait(resolved_and_at_rest, gateway, d.RUN_TIMEOUT_S)
     return scenario.outcome()
 
 
