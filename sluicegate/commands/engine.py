@@ -37,6 +37,7 @@ class Counted(Protocol):
     producers_renewed: int
     restarts: int
     forwarded: int
+    expired: int
     restored_records: int
 
 
@@ -45,7 +46,8 @@ def counts(stats: Counted, seconds: float) -> str:
     return (
         f"records={stats.records} events={stats.events} batches={stats.batches} "
         f"aborts={stats.aborts} renewed={stats.producers_renewed} restarts={stats.restarts} "
-        f"forwarded={stats.forwarded} restored={stats.restored_records} in {seconds:.1f} s"
+        f"forwarded={stats.forwarded} expired={stats.expired} "
+        f"restored={stats.restored_records} in {seconds:.1f} s"
     )
 
 

@@ -121,6 +121,8 @@ class Replayed:
     record: object | None
     error: str | None = None
     raw: bytes | None = None
+    headers: dict[str, str] | None = None
+    """The record's headers (a dead letter's ``sluicegate.reason`` and ``.origin``), if any."""
 
     def as_json(self) -> dict[str, Any]:
         data = {
@@ -134,6 +136,8 @@ class Replayed:
             "record": to_json_dict(self.record) if self.record is not None else None,
             "decode_error": self.error,
         }
+        if self.headers:
+            data["headers"] = self.headers
         if self.error is not None:
             # The undecodable bytes, so that they can be inspected or re-published.
             data["value_base64"] = base64.b64encode(self.raw).decode() if self.raw else None
@@ -238,10 +242,12 @@ def read_topics(
                 key = raw_key.decode("utf-8", "replace") if isinstance(raw_key, bytes) else raw_key
                 ts_type, ts = m.timestamp()
                 value = m.value()
+                headers = _headers(m.headers())
                 record: object | None = None
                 error = None
                 if value is None:
-                    error = "tombstone (no value)"
+                    # A dead letter of records never read has none either, and says so.
+                    error = "no value" if headers else "tombstone (no value)"
                 else:
                     try:
                         record = decode(value)
@@ -256,6 +262,7 @@ def read_topics(
                     record,
                     error,
                     value if error is not None else None,
+                    headers,
                 )
     finally:
         consumer.close()
@@ -275,6 +282,19 @@ def _offsets(
         raise KafkaUnavailable(f"cannot read offsets from Kafka: {e.args[0].str()}") from e
 
 
+Headers = dict[str, str | bytes | None] | list[tuple[str, str | bytes | None]]
+
+
+def _headers(given: Headers | None) -> dict[str, str] | None:
+    if not given:
+        return None
+    pairs = given.items() if isinstance(given, dict) else given
+    return {
+        name: value.decode("utf-8", "replace") if isinstance(value, bytes) else (value or "")
+        for name, value in pairs
+    }
+
+
 def csv_columns() -> list[str]:
     """Envelope columns, then every field of every record type (first appearance order)."""
     columns = ["topic", "partition", "offset", "timestamp_ms", "timestamp", "key", "type"]
@@ -282,7 +302,7 @@ def csv_columns() -> list[str]:
         for f in dataclasses.fields(cls):
             if f.name not in columns:
                 columns.append(f.name)
-    columns += ["decode_error", "value_base64"]
+    columns += ["decode_error", "value_base64", "headers"]
     return columns
 
 
@@ -310,4 +330,6 @@ class Writer:
             if field == "type":
                 continue
             row[field] = orjson.dumps(value).decode() if isinstance(value, list) else value
+        if item.headers:
+            row["headers"] = orjson.dumps(item.headers).decode()
         self._csv.writerow({k: "" if v is None else v for k, v in row.items()})

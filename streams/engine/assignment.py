@@ -18,7 +18,7 @@ from pathlib import Path
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from streams.engine import positions
-from streams.engine.batch import Item, ProcessorStats, restored
+from streams.engine.batch import Item, ProcessorStats, expired_in, restored
 from streams.engine.restore import MIGRATE, Restorer
 from streams.engine.store import PARTITIONS_KEY, PartitionStore
 from streams.errors import PartitionCountChanged, RestoreTimedOut, TransactionUnresolved
@@ -236,6 +236,8 @@ class Assignment:
             record = item.input
             if record is not None:
                 offsets[(record.topic, record.partition)] = record.offset + 1
+            elif (gap := expired_in(item)) is not None:
+                offsets[(gap.topic, gap.partition)] = gap.next
         return offsets
 
     def committed(self, offsets: dict[tuple[str, int], int]) -> None:

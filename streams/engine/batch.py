@@ -43,6 +43,44 @@ class Input(NamedTuple):
         return f"{self.topic}[{self.partition}]@{self.offset}"
 
 
+class Stopped(NamedTuple):
+    """A partition the consumer stopped fetching because its position was out of range:
+    :func:`~streams.engine.gaps.resume` finds where it goes on."""
+
+    topic: str
+    partition: int
+
+
+class Expired(NamedTuple):
+    """Input records that left the topic before this instance read them (``gaps.py``):
+    decided as a dead letter without a value, and committed like a record, moving the
+    partition's offset to ``next``.
+
+    ``next`` below ``first`` means the partition now ends before the position it was read
+    to (the topic was deleted and created again, or truncated): nothing went unread, it is
+    read again from its start."""
+
+    topic: str
+    partition: int
+    first: int
+    next: int
+    reason: str
+    key: str = ""
+
+    @property
+    def input(self) -> None:
+        return None
+
+    @property
+    def offsets(self) -> int:
+        """How many offsets went unread (a transactional topic's commit markers among them)."""
+        return max(self.next - self.first, 0)
+
+    def origin(self) -> str:
+        span = f"{self.first}..{self.next - 1}" if self.offsets else str(self.first)
+        return f"{self.topic}[{self.partition}]@{span}"
+
+
 @dataclass(frozen=True)
 class Timer:
     """A due timer: the store key of the timer entry and the state key it fires for."""
@@ -84,7 +122,7 @@ class Isolated:
     with ``reason`` (and, unless ``bare``, its original bytes and the app's events for it);
     ``silent`` records nothing but its offset (the last resort)."""
 
-    item: Input | Timer | Answer
+    item: Input | Expired | Timer | Answer
     reason: str
     bare: bool
     silent: bool = False
@@ -97,7 +135,13 @@ class Isolated:
         return self.item.origin()
 
 
-Item = Input | Timer | Answer | Isolated
+Item = Input | Expired | Timer | Answer | Isolated
+
+
+def expired_in(item: Item) -> Expired | None:
+    """The gap ``item`` records, isolated or not."""
+    inner = item.item if isinstance(item, Isolated) else item
+    return inner if isinstance(inner, Expired) else None
 
 
 @dataclass
@@ -117,6 +161,9 @@ class ProcessorStats:
     restore timed out, or the broker fenced its consumer."""
     dead_letters: int = 0
     isolated: int = 0
+    expired: int = 0
+    """Input offsets that left their topic before they were read: their records were never
+    decided (each gap has a dead letter, ``gaps.py``)."""
     forwarded: int = 0
     """Inputs on a partition their key does not belong to, forwarded to theirs (``deciding.py``)."""
     restored_records: int = 0
@@ -137,6 +184,11 @@ class ProcessorStats:
             elif isinstance(item, Isolated):
                 self.isolated += 1
                 self.dead_letters += 0 if item.silent else 1
+                if isinstance(item.item, Expired):
+                    self.expired += item.item.offsets
+            elif isinstance(item, Expired):
+                self.dead_letters += 1
+                self.expired += item.offsets
             elif item.record is None:
                 self.dead_letters += 1
 
@@ -147,8 +199,11 @@ def restored(stats: ProcessorStats, records: int, seconds: float, assigned: list
     stats.assigned = assigned
 
 
-def read(app: StreamApp[Any, Any, Any], msg: Message, stores: Mapping[int, object]) -> Input | None:
-    """The item for a consumed message; ``None`` for events and foreign partitions.
+def read(
+    app: StreamApp[Any, Any, Any], msg: Message, stores: Mapping[int, object]
+) -> Input | Stopped | None:
+    """The item for a consumed message; ``None`` for events and foreign partitions;
+    :class:`Stopped` for a held partition whose position was out of range.
 
     Raises :class:`~streams.errors.ConsumerFailed` when the consumer can never be used again
     (its fatal errors come with ``fatal()`` false: the code says it), and
@@ -158,6 +213,11 @@ def read(app: StreamApp[Any, Any, Any], msg: Message, stores: Mapping[int, objec
         code = err.code()
         if code == KafkaError._PARTITION_EOF:
             return None
+        if code == KafkaError._AUTO_OFFSET_RESET:
+            topic, partition = msg.topic(), msg.partition()
+            if topic is None or partition is None or partition not in stores:
+                return None
+            return Stopped(topic, partition)
         if code == KafkaError._FATAL:
             raise ConsumerFailed(err.str())
         if err.fatal():

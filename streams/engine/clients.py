@@ -63,7 +63,9 @@ class Clients:
         }
         membership = {"group.instance.id": instance_id} if static_membership else {}
         self._consumer_tuning: dict[str, object] = {
-            "auto.offset.reset": "earliest",
+            # Never move by itself: every assignment names its offsets, and a position out of
+            # range is a gap the engine records before it goes on (gaps.py).
+            "auto.offset.reset": "error",
             "partition.assignment.strategy": "range",
             "session.timeout.ms": 6000,
             "heartbeat.interval.ms": 1500,

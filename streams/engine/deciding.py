@@ -24,7 +24,7 @@ from typing import Generic, Protocol, TypeVar, cast
 
 from streams.core.partitioning import partition_of
 from streams.engine.app import StreamApp
-from streams.engine.batch import Answer, Input, Isolated, Item, Timer
+from streams.engine.batch import Answer, Expired, Input, Isolated, Item, Timer
 from streams.engine.store import PartitionStore, state_key, timer_key
 from streams.kafka.partitioner import murmur2_partitioner
 
@@ -97,6 +97,9 @@ class Decider(Generic[S, C, E]):
             return self._handle(answered, item.partition, item.key, answer, now, fired=False)
         if isinstance(item, Isolated):
             return self._isolated(item, now)
+        if isinstance(item, Expired):
+            self.dead_letter(item, item.reason, with_value=False)
+            return 0
         if item.record is None:
             # Undecodable input is kept, not dropped: an operator can replay it once fixed.
             self.dead_letter(item, item.problem or "undecodable", with_value=True)
@@ -151,6 +154,10 @@ class Decider(Generic[S, C, E]):
         if isinstance(item.item, Answer):
             self.dead_letter(item.item, item.reason, with_value=False)
             return 0
+        if isinstance(item.item, Expired):
+            # The gap's own reason first: it names the records that went.
+            self.dead_letter(item.item, f"{item.item.reason}; {item.reason}", with_value=False)
+            return 0
         self.dead_letter(item.item, item.reason, with_value=not item.bare)
         if item.bare or item.item.record is None:
             return 0
@@ -195,7 +202,9 @@ class Decider(Generic[S, C, E]):
                 self.hurry = self.hurry or new_due <= now
         return len(events)
 
-    def dead_letter(self, item: Input | Timer | Answer, reason: str, *, with_value: bool) -> None:
+    def dead_letter(
+        self, item: Input | Expired | Timer | Answer, reason: str, *, with_value: bool
+    ) -> None:
         value = item.message.value() if with_value and isinstance(item, Input) else None
         headers = [
             ("sluicegate.reason", reason.encode()),

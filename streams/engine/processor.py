@@ -7,7 +7,10 @@ input partition number, backed by a compacted changelog written in the same tran
 Commit order, per batch (this order is the whole exactly-once argument):
 
 1. consume a batch (outside any transaction; rebalance callbacks run only here): whatever
-   has arrived, up to the budget, waiting only while nothing has;
+   has arrived, up to the budget, waiting only while nothing has; a partition whose
+   position left the topic's range is assigned again at its start, and the records it
+   lost are an item of the batch (``gaps.py``), so step 6 commits their dead letter with
+   the offset past them;
 2. ``prepare`` the app (may block: lookups happen before the transaction opens); if the batch
    has records, start reading the input topics' partition counts (on a helper thread, so
    the round trips overlap steps 3 to 5);
@@ -78,7 +81,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Generic, TypeVar
+from typing import Generic, TypeVar, cast
 
 from confluent_kafka import KafkaException, TopicPartition
 
@@ -88,9 +91,10 @@ from streams.engine import failpoints
 from streams.engine import transactions as txn
 from streams.engine.app import StreamApp
 from streams.engine.assignment import Assignment
-from streams.engine.batch import Answer, Input, ProcessorStats, Timer, read
+from streams.engine.batch import Answer, Expired, Input, ProcessorStats, Stopped, Timer, read
 from streams.engine.clients import Clients
 from streams.engine.effects import EffectRunner, is_effectful
+from streams.engine.gaps import resume_stopped
 from streams.engine.instance_lock import InstanceLock
 from streams.engine.restore import RESTORE_MARGIN_S, Restorer
 from streams.engine.status import InstanceStatus, Phase
@@ -361,10 +365,17 @@ class Processor(Generic[S, C, E]):
         batches.decider.hurry = False
         wait_s = 0 if waiting else self.commit_interval_s
         messages = take(self._clients.consumer, batches.budget, wait_s)
-        inputs = [i for i in (read(self.app, m, self._held.stores) for m in messages) if i]
-        self.app.prepare([i.record for i in inputs if i.record is not None], self.clock())
+        taken = [i for i in (read(self.app, m, self._held.stores) for m in messages) if i]
+        inputs = (
+            resume_stopped(self._clients.consumer, taken, self._held.offsets)
+            if any(type(i) is Stopped for i in taken)
+            else cast(list[Input | Expired], taken)  # no Stopped among them
+        )
+        self.app.prepare(
+            [i.record for i in inputs if type(i) is Input and i.record is not None], self.clock()
+        )
         now = self.clock()
-        items: list[Input | Timer | Answer] = [
+        items: list[Input | Expired | Timer | Answer] = [
             Timer(partition, timer, key)
             for partition, store in sorted(self._held.stores.items())
             for timer, key in store.due_timers(now, self.timer_batch)

@@ -37,7 +37,7 @@ from confluent_kafka import KafkaException, TopicPartition
 from streams.engine import transactions as txn
 from streams.engine.app import StreamApp
 from streams.engine.assignment import Assignment
-from streams.engine.batch import Answer, Input, Isolated, Item, ProcessorStats, Timer
+from streams.engine.batch import Answer, Expired, Input, Isolated, Item, ProcessorStats, Timer
 from streams.engine.budget import BatchBudget, next_budget
 from streams.engine.clients import Clients
 from streams.engine.deciding import Decider
@@ -265,7 +265,9 @@ class Transactor(Generic[S, C, E]):
         self.stats.producers_renewed += 1
         return _Outcome.EXPIRED
 
-    def isolate(self, items: Sequence[Input | Timer | Answer], now: int, reason: str) -> None:
+    def isolate(
+        self, items: Sequence[Input | Expired | Timer | Answer], now: int, reason: str
+    ) -> None:
         """Decide ``items`` in parts until the records that can never be produced stand alone,
         and give each of those an explicit outcome of its own."""
         log.warning(
@@ -289,7 +291,9 @@ class Transactor(Generic[S, C, E]):
             queue = queue[size:]
             size = len(queue)
 
-    def _record_unrecordable(self, item: Input | Timer | Answer, now: int, reason: str) -> None:
+    def _record_unrecordable(
+        self, item: Input | Expired | Timer | Answer, now: int, reason: str
+    ) -> None:
         for bare in (False, True):
             try:
                 if self.decide([Isolated(item, reason, bare)], now):
