@@ -13,11 +13,12 @@ swap in while any would go, unless told to drop them:
   the rebuild covered that the rebuilt schema lacks. Exact: it also catches retention that
   moved during the load and records compaction removed from the middle of a topic.
 
-A record is a row of ``event_log`` or of ``parked``, identified by its source offset in a
-topic with the id the live schema recorded (``topic_ids.py``). A topic deleted since (and
-perhaps created again: Kafka's data reset, a second checkout) holds none of the records
-projected from it, whatever its offsets now say, so all of them count: the rebuild that
-:class:`~projections.errors.TopicRecreated` asks for drops them only when told to.
+A record is a row of ``event_log``, ``parked`` or ``dead_letters``, identified by its
+source offset in a topic with the id the live schema recorded (``topic_ids.py``). A topic
+deleted since (and perhaps created again: Kafka's data reset, a second checkout) holds none
+of the records projected from it, whatever its offsets now say, so all of them count: the
+rebuild that :class:`~projections.errors.TopicRecreated` asks for drops them only when
+told to.
 """
 
 from __future__ import annotations
@@ -62,11 +63,28 @@ class Missing:
         )
 
 
-def _records(schema: str) -> sql.Composable:
-    return sql.SQL(
-        "SELECT src_topic, src_partition, src_offset FROM {log} "
-        "UNION ALL SELECT src_topic, src_partition, src_offset FROM {parked}"
-    ).format(log=sql.Identifier(schema, "event_log"), parked=sql.Identifier(schema, "parked"))
+RECORD_TABLES = ("event_log", "parked", "dead_letters")
+"""The tables with one row per projected record (``dead_letters`` since migration 008)."""
+
+
+def _tables(conn: psycopg.Connection[Any], schema: str) -> list[str]:
+    """Those of :data:`RECORD_TABLES` that ``schema`` has (a live schema may predate one)."""
+    row = conn.execute(
+        "SELECT array_agg(t) FROM unnest(%s::text[]) AS t "
+        "WHERE to_regclass(quote_ident(%s) || '.' || quote_ident(t)) IS NOT NULL",
+        (list(RECORD_TABLES), schema),
+    ).fetchone()
+    present = set(row[0] or []) if row else set()
+    return [t for t in RECORD_TABLES if t in present]
+
+
+def _records(conn: psycopg.Connection[Any], schema: str) -> sql.Composable:
+    return sql.SQL(" UNION ALL ").join(
+        sql.SQL("SELECT src_topic, src_partition, src_offset FROM {}").format(
+            sql.Identifier(schema, t)
+        )
+        for t in _tables(conn, schema)
+    )
 
 
 def _bounds(offsets: Offsets) -> tuple[list[str], list[int], list[int]]:
@@ -99,7 +117,7 @@ def every_record(conn: psycopg.Connection[Any], live: str, topics: set[str]) -> 
     query = sql.SQL(
         "SELECT src_topic, src_partition, count(*), min(src_offset), max(src_offset) "
         "FROM ({records}) r WHERE src_topic = ANY(%s) GROUP BY 1, 2 ORDER BY 1, 2"
-    ).format(records=_records(live))
+    ).format(records=_records(conn, live))
     return _missing(conn, query, (sorted(topics),), deleted=True)
 
 
@@ -111,14 +129,14 @@ def _below(
         return []
     lacking: sql.Composable = sql.SQL("")
     if lacking_in is not None:
-        lacking = sql.SQL(
-            "WHERE NOT EXISTS (SELECT 1 FROM {log} f WHERE f.src_topic = r.src_topic "
-            "AND f.src_partition = r.src_partition AND f.src_offset = r.src_offset) "
-            "AND NOT EXISTS (SELECT 1 FROM {parked} f WHERE f.src_topic = r.src_topic "
-            "AND f.src_partition = r.src_partition AND f.src_offset = r.src_offset) "
-        ).format(
-            log=sql.Identifier(lacking_in, "event_log"),
-            parked=sql.Identifier(lacking_in, "parked"),
+        lacking = sql.SQL("WHERE {} ").format(
+            sql.SQL(" AND ").join(
+                sql.SQL(
+                    "NOT EXISTS (SELECT 1 FROM {} f WHERE f.src_topic = r.src_topic "
+                    "AND f.src_partition = r.src_partition AND f.src_offset = r.src_offset)"
+                ).format(sql.Identifier(lacking_in, t))
+                for t in _tables(conn, lacking_in)
+            )
         )
     query = sql.SQL(
         "SELECT r.src_topic, r.src_partition, count(*), min(r.src_offset), max(r.src_offset) "
@@ -126,7 +144,7 @@ def _below(
         "AS b(topic, part, bound) ON r.src_topic = b.topic "
         "AND r.src_partition = b.part AND r.src_offset < b.bound {lacking}"
         "GROUP BY 1, 2 ORDER BY 1, 2"
-    ).format(records=_records(live), lacking=lacking)
+    ).format(records=_records(conn, live), lacking=lacking)
     return _missing(conn, query, _bounds(bounds))
 
 

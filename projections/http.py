@@ -114,6 +114,7 @@ def add_read_routes(app: web.Application, settings: Settings) -> None:
     app.router.add_get("/v1/scopes/{key:.+}", _get_scope)
     app.router.add_get("/v1/stats", _get_stats)
     app.router.add_get("/v1/holds", _get_holds)
+    app.router.add_get("/v1/dead-letters", _get_dead_letters)
     app.router.add_get("/metrics", _get_metrics)
 
 
@@ -255,7 +256,7 @@ async def _get_occurrence(request: web.Request) -> web.Response:
     return web.json_response(found)
 
 
-def _page(request: web.Request) -> tuple[int, int] | web.Response:
+def _page(request: web.Request, listed: str = "deliveries") -> tuple[int, int] | web.Response:
     """``(from, limit)`` of the request's query, or its 400 ``invalid_query``."""
     start_text = request.query.get("from", "0")
     limit_text = request.query.get("limit", str(pages.DELIVERIES_PAGE))
@@ -270,7 +271,7 @@ def _page(request: web.Request) -> tuple[int, int] | web.Response:
     ]
     if start is None or limit is None:
         return error_response(
-            400, "invalid_query", "the page of deliveries asked for is not one", problems
+            400, "invalid_query", f"the page of {listed} asked for is not one", problems
         )
     return start, limit
 
@@ -310,6 +311,21 @@ async def _get_holds(request: web.Request) -> web.Response:
     return web.json_response({"holds": holds})
 
 
+async def _get_dead_letters(request: web.Request) -> web.Response:
+    """What the stream apps could not decide, a page at a time (``from``, ``limit``)."""
+    page = _page(request, "dead letters")
+    if isinstance(page, web.Response):
+        return page
+    start, limit = page
+    try:
+        found = await _query(
+            request, lambda c, s: queries.list_dead_letters(c, s, start=start, limit=limit)
+        )
+    except _Unavailable as e:
+        return _unavailable(e)
+    return web.json_response(found)
+
+
 async def _get_metrics(request: web.Request) -> web.Response:
     def collect(conn: psycopg.Connection[Any], schema: str) -> str:
         return metrics.render(
@@ -317,6 +333,7 @@ async def _get_metrics(request: web.Request) -> web.Response:
             queries.get_offsets(conn, schema),
             queries.get_parked_count(conn, schema),
             queries.get_gap_offsets(conn, schema),
+            queries.get_dead_letter_count(conn, schema),
         )
 
     try:

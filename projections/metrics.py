@@ -42,9 +42,11 @@ def render(
     offsets: Sequence[Mapping[str, Any]],
     parked: int,
     gap_offsets: int = 0,
+    dead_letters: int = 0,
 ) -> str:
     """The exposition text for ``stats`` (as from ``queries.get_stats``) and ``offsets``;
-    ``parked`` messages and ``gap_offsets`` (offsets that left retention unprojected)."""
+    ``parked`` messages, ``gap_offsets`` (offsets that left retention unprojected) and
+    ``dead_letters`` (records the stream apps could not decide)."""
     lines: list[str] = []
     for key, value in stats.items():
         gauge = key in GAUGES
@@ -65,6 +67,13 @@ def render(
     )
     lines.append("# TYPE sluicegate_projection_retention_gap_offsets_total counter")
     lines.append(f"sluicegate_projection_retention_gap_offsets_total {gap_offsets}")
+    lines.append(
+        "# HELP sluicegate_dead_letters_total Records the stream apps could not decide "
+        "(table dead_letters): undecodable or unrecordable inputs, input offsets that left "
+        "retention unread."
+    )
+    lines.append("# TYPE sluicegate_dead_letters_total counter")
+    lines.append(f"sluicegate_dead_letters_total {dead_letters}")
     lines.append(
         "# HELP sluicegate_projection_offset Next offset the projector will read, per partition."
     )

@@ -105,6 +105,9 @@ TABLES: tuple[TableSpec, ...] = (
     ),
     TableSpec("parked", (*_SOURCE, "key", "error", "value", "kafka_ts_ms"), _SOURCE),
     TableSpec(
+        "dead_letters", (*_SOURCE, "key", "reason", "origin", "value", "kafka_ts_ms"), _SOURCE
+    ),
+    TableSpec(
         "retention_gaps",
         ("src_topic", "src_partition", "first_offset", "end_offset"),
         ("src_topic", "src_partition", "first_offset"),

@@ -53,18 +53,21 @@ from projections.errors import OffsetsMoved, ProjectionError, TopicRecreated
 from projections.handlers import Source, park, project
 from projections.model import RowOp
 from projections.retry import FailuresInARow, one_line
-from projections.rows import retention_gap
+from projections.rows import dead_letter, retention_gap
 from projections.share import Share
 from projections.siblings import SiblingWatch
 from projections.sources import Sources, source_topics
 from projections.store import Offsets
 from schemas.codec import decode
 from schemas.errors import SchemaError
+from schemas.topics import DEAD_LETTERS
 from streams import collector
 from streams.kafka.consuming import take
 from streams.settings import Settings
 
 log = logging.getLogger("sluicegate.projector")
+
+_DEAD_LETTERS = DEAD_LETTERS.name
 
 
 @dataclass
@@ -428,6 +431,8 @@ class Projector:
         ts_type, ts = m.timestamp()
         source = Source(tp[0], tp[1], offset, key, ts if ts_type else None)
         value = m.value()
+        if tp[0] == _DEAD_LETTERS:
+            return dead_letter(source, m.headers(), value)
         if value is None:
             return []  # a compaction tombstone: nothing to project
         try:

@@ -2,7 +2,9 @@
 
 Every record becomes an ``event_log`` row (:func:`event_log_row`); a record type with a
 handler registered with :func:`handles` (the modules of :mod:`projections.handlers`) also
-feeds the specific tables. Undecodable messages become ``parked`` rows (:func:`park`).
+feeds the specific tables. Undecodable messages become ``parked`` rows (:func:`park`); the
+records of ``dead-letters`` are never decoded and become ``dead_letters`` rows
+(:func:`dead_letter`).
 """
 
 from __future__ import annotations
@@ -33,6 +35,9 @@ class Source(NamedTuple):
 
 
 Handler = Callable[[Source, Any], list[RowOp]]
+
+Headers = dict[str, str | bytes | None] | list[tuple[str, str | bytes | None]]
+"""A consumed message's headers, as confluent-kafka gives them."""
 
 
 HANDLERS: dict[type, Handler] = {}
@@ -70,6 +75,36 @@ def park(source: Source, value: bytes | None, error: str) -> list[RowOp]:
             },
         )
     ]
+
+
+DEAD_LETTER_REASON = "sluicegate.reason"
+DEAD_LETTER_ORIGIN = "sluicegate.origin"
+
+
+def dead_letter(source: Source, headers: Headers | None, value: bytes | None) -> list[RowOp]:
+    """The row of a record the stream apps could not decide, as ``dead-letters`` holds it:
+    reason and origin from its headers (empty when a producer other than the engine left
+    them out), its original bytes if any. Never decoded: they are what could not be."""
+    given = dict(headers.items() if isinstance(headers, dict) else headers or [])
+    return [
+        (
+            "dead_letters",
+            {
+                "src_topic": source.topic,
+                "src_partition": source.partition,
+                "src_offset": source.offset,
+                "key": source.key,
+                "reason": _text(given.get(DEAD_LETTER_REASON)),
+                "origin": _text(given.get(DEAD_LETTER_ORIGIN)),
+                "value": value,
+                "kafka_ts_ms": source.timestamp_ms,
+            },
+        )
+    ]
+
+
+def _text(value: str | bytes | None) -> str:
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else (value or "")
 
 
 def retention_gap(topic: str, partition: int, first: int, end: int) -> list[RowOp]:

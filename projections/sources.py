@@ -40,8 +40,9 @@ _LATEST = OffsetSpec.latest()  # type: ignore[no-untyped-call]
 
 
 def source_topics() -> tuple[str, ...]:
-    """Short names of the topics projected: every catalogue topic but state changelogs and
-    dead letters (``schemas.topics.projected``); topics added later are picked up."""
+    """Short names of the topics projected: every catalogue topic but state changelogs
+    (``schemas.topics.projected``; dead letters into ``dead_letters``, never decoded); topics
+    added later are picked up."""
     return tuple(spec.name for spec in projected())
 
 

@@ -75,8 +75,9 @@ class TopicSpec:
 
     @property
     def projected(self) -> bool:
-        """Whether the read model projects it: everything but state and dead letters."""
-        return self.role not in (Role.CHANGELOG, Role.DEAD_LETTER)
+        """Whether the read model projects it: everything but state (dead letters into a
+        table of their own, never decoded)."""
+        return self.role is not Role.CHANGELOG
 
     def config(self) -> dict[str, str]:
         """The topic configuration it is created with."""

@@ -23,11 +23,13 @@ from projections.queries.connection import (
 from projections.queries.counts import (
     BY_REASON,
     STATS_KEYS,
+    get_dead_letter_count,
     get_gap_offsets,
     get_offsets,
     get_parked_count,
     get_stats,
 )
+from projections.queries.dead_letters import list_dead_letters
 from projections.queries.occurrences import get_occurrence
 from projections.queries.runs import get_run, get_timeline, rerun_result, run_admission_key
 from projections.queries.scopes import get_run_candidates, get_scope
@@ -39,6 +41,7 @@ __all__ = [
     "Json",
     "ensure_readable",
     "found",
+    "get_dead_letter_count",
     "get_gap_offsets",
     "get_occurrence",
     "get_offsets",
@@ -50,6 +53,7 @@ __all__ = [
     "get_timeline",
     "iso",
     "limit_reads",
+    "list_dead_letters",
     "reader",
     "reading",
     "rerun_result",

@@ -67,6 +67,14 @@ def get_parked_count(conn: psycopg.Connection[Any], schema: str) -> int:
     return int(row["n"]) if row else 0
 
 
+def get_dead_letter_count(conn: psycopg.Connection[Any], schema: str) -> int:
+    """Records the stream apps could not decide (``dead_letters``)."""
+    row = fetch_one(
+        conn, sql.SQL("SELECT count(*) AS n FROM {}").format(table(schema, "dead_letters"))
+    )
+    return int(row["n"]) if row else 0
+
+
 def get_gap_offsets(conn: psycopg.Connection[Any], schema: str) -> int:
     """Offsets that left their topic's retention before the projector read them."""
     row = fetch_one(

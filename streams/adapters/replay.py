@@ -29,7 +29,7 @@ from confluent_kafka.admin import AdminClient, OffsetSpec  # type: ignore[attr-d
 from schemas.codec import decode, to_json_dict
 from schemas.errors import SchemaError
 from schemas.records import RECORD_CLASSES
-from schemas.topics import TOPICS, projected
+from schemas.topics import TOPICS, Role, projected
 from streams.core.durations import format_time
 from streams.core.durations import parse_time as core_parse_time
 from streams.core.errors import InvalidValue
@@ -145,10 +145,11 @@ class Replayed:
 
 
 def resolve_topics(settings: Settings, names: Sequence[str] | None) -> list[str]:
-    """Short topic names to replay: ``names`` (short or full), or every source topic."""
+    """Short topic names to replay: ``names`` (short or full), or every source topic but
+    the dead letters (their bytes are what could not be decided: ask for them by name)."""
     known = [spec.name for spec in TOPICS]
     if not names:
-        return [spec.name for spec in projected()]
+        return [spec.name for spec in projected() if spec.role is not Role.DEAD_LETTER]
     result = []
     for name in names:
         short = name.removeprefix(settings.topic_prefix)

@@ -11,6 +11,7 @@ from projections.handlers import HANDLERS, Source, project, record_time_ms
 from projections.metrics import render
 from projections.migrate import migrations
 from projections.model import TABLES, RowOp, reduce_rows, storable
+from projections.rows import dead_letter
 from schemas.events import (
     AdmissionRecordEvicted,
     BranchLaunched,
@@ -150,16 +151,39 @@ def test_a_refused_dispatch_is_counted_once_and_an_eviction_keeps_every_row() ->
     assert record_time_ms(evicted) == 7_200_005
 
 
+def test_a_dead_letter_is_one_row_from_its_headers_whatever_their_form() -> None:
+    source = Source("dead-letters", 0, 12, "k", 1_000)
+    as_list = [("sluicegate.reason", b"left retention unread"), ("sluicegate.origin", b"d[1]@3..4")]
+    as_dict = {"sluicegate.reason": "left retention unread", "sluicegate.origin": "d[1]@3..4"}
+    expected = {
+        "src_topic": "dead-letters",
+        "src_partition": 0,
+        "src_offset": 12,
+        "key": "k",
+        "reason": "left retention unread",
+        "origin": "d[1]@3..4",
+        "value": None,
+        "kafka_ts_ms": 1_000,
+    }
+    assert dead_letter(source, list(as_list), None) == [("dead_letters", expected)]
+    assert dead_letter(source, dict(as_dict), None) == [("dead_letters", expected)]
+    # Written by some other producer: kept all the same, bytes included.
+    (bare,) = dead_letter(source, None, b"\xff")
+    assert bare[1]["reason"] == bare[1]["origin"] == "" and bare[1]["value"] == b"\xff"
+
+
 def test_metrics_text() -> None:
     text = render(
         {"deliveries": 3, "duplicates": {'we"ird\\': 1}, "holds": 2},
         [{"topic": "runs", "partition": 0, "next_offset": 9}],
         parked=1,
+        dead_letters=4,
     )
     assert "# TYPE sluicegate_deliveries_total counter\nsluicegate_deliveries_total 3" in text
     assert 'sluicegate_duplicates_total{reason="we\\"ird\\\\"} 1' in text
     assert "# TYPE sluicegate_holds gauge\nsluicegate_holds 2" in text
     assert 'sluicegate_projection_offset{topic="runs",partition="0"} 9' in text
+    assert "# TYPE sluicegate_dead_letters_total counter\nsluicegate_dead_letters_total 4" in text
     assert text.endswith("\n")
 
 
