@@ -19,6 +19,7 @@ import orjson
 from projections.model import Row, RowOp, storable
 from schemas.codec import to_json_dict
 from schemas.registry import get_registry
+from streams.kafka.headers import ORIGIN, REASON, Headers, as_text
 
 
 class Source(NamedTuple):
@@ -35,9 +36,6 @@ class Source(NamedTuple):
 
 
 Handler = Callable[[Source, Any], list[RowOp]]
-
-Headers = dict[str, str | bytes | None] | list[tuple[str, str | bytes | None]]
-"""A consumed message's headers, as confluent-kafka gives them."""
 
 
 HANDLERS: dict[type, Handler] = {}
@@ -77,15 +75,11 @@ def park(source: Source, value: bytes | None, error: str) -> list[RowOp]:
     ]
 
 
-DEAD_LETTER_REASON = "sluicegate.reason"
-DEAD_LETTER_ORIGIN = "sluicegate.origin"
-
-
 def dead_letter(source: Source, headers: Headers | None, value: bytes | None) -> list[RowOp]:
     """The row of a record the stream apps could not decide, as ``dead-letters`` holds it:
     reason and origin from its headers (empty when a producer other than the engine left
     them out), its original bytes if any. Never decoded: they are what could not be."""
-    given = dict(headers.items() if isinstance(headers, dict) else headers or [])
+    given = as_text(headers)
     return [
         (
             "dead_letters",
@@ -94,17 +88,13 @@ def dead_letter(source: Source, headers: Headers | None, value: bytes | None) ->
                 "src_partition": source.partition,
                 "src_offset": source.offset,
                 "key": source.key,
-                "reason": _text(given.get(DEAD_LETTER_REASON)),
-                "origin": _text(given.get(DEAD_LETTER_ORIGIN)),
+                "reason": given.get(REASON, ""),
+                "origin": given.get(ORIGIN, ""),
                 "value": value,
                 "kafka_ts_ms": source.timestamp_ms,
             },
         )
     ]
-
-
-def _text(value: str | bytes | None) -> str:
-    return value.decode("utf-8", "replace") if isinstance(value, bytes) else (value or "")
 
 
 def retention_gap(topic: str, partition: int, first: int, end: int) -> list[RowOp]:

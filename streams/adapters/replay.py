@@ -35,6 +35,7 @@ from streams.core.durations import parse_time as core_parse_time
 from streams.core.errors import InvalidValue
 from streams.errors import FatalKafkaError, InvalidFilter, KafkaUnavailable
 from streams.kafka.clients import admin_client, read_committed_consumer
+from streams.kafka.headers import as_text
 from streams.settings import Settings
 
 _LATEST = OffsetSpec.latest()  # type: ignore[no-untyped-call]
@@ -243,7 +244,7 @@ def read_topics(
                 key = raw_key.decode("utf-8", "replace") if isinstance(raw_key, bytes) else raw_key
                 ts_type, ts = m.timestamp()
                 value = m.value()
-                headers = _headers(m.headers())
+                headers = as_text(m.headers()) or None
                 record: object | None = None
                 error = None
                 if value is None:
@@ -281,19 +282,6 @@ def _offsets(
         return {(tp.topic, tp.partition): int(f.result().offset) for tp, f in futures.items()}
     except KafkaException as e:
         raise KafkaUnavailable(f"cannot read offsets from Kafka: {e.args[0].str()}") from e
-
-
-Headers = dict[str, str | bytes | None] | list[tuple[str, str | bytes | None]]
-
-
-def _headers(given: Headers | None) -> dict[str, str] | None:
-    if not given:
-        return None
-    pairs = given.items() if isinstance(given, dict) else given
-    return {
-        name: value.decode("utf-8", "replace") if isinstance(value, bytes) else (value or "")
-        for name, value in pairs
-    }
 
 
 def csv_columns() -> list[str]:

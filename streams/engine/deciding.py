@@ -26,6 +26,7 @@ from streams.core.partitioning import partition_of
 from streams.engine.app import StreamApp
 from streams.engine.batch import Answer, Expired, Input, Isolated, Item, Timer
 from streams.engine.store import PartitionStore, state_key, timer_key
+from streams.kafka.headers import ORIGIN, REASON
 from streams.kafka.partitioner import murmur2_partitioner
 
 log = logging.getLogger("sluicegate.processor")
@@ -207,7 +208,7 @@ class Decider(Generic[S, C, E]):
     ) -> None:
         value = item.message.value() if with_value and isinstance(item, Input) else None
         headers = [
-            ("sluicegate.reason", reason.encode()),
-            ("sluicegate.origin", item.origin().encode()),
+            (REASON, reason.encode()),
+            (ORIGIN, item.origin().encode()),
         ]
         self.emit(self.dead_letter_topic, item.key, value, None, headers)
