@@ -5,9 +5,10 @@
 # processor was killed with SIGKILL and restarted) and one of B give 2 runs and 6 branch
 # launches, not 15. Then the gate: a fresh signal dispatched, a delayed one expiring at the
 # gate, a newer one superseding an older one, and an older one arriving last that loses at
-# once. Then the gateway's recovery of an entry whose answer was lost, and serve replacing a
-# frozen projector. Then Sluicegate keeps running until Ctrl-C (DEMO_EXIT=1: stop after the
-# demo). Runs against the local stack that `make up` started.
+# once. Then the gateway's recovery of an entry whose answer was lost, serve replacing a
+# frozen projector, and a foreign record dead-lettered. Then Sluicegate keeps running until
+# Ctrl-C (DEMO_EXIT=1: stop after the demo). Runs against the local stack that `make up`
+# started.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 sg=.venv/bin/sluicegate
@@ -239,6 +240,37 @@ echo "paused projector pid $projector_pid at $(date -u +%T)"
 wait_for 60 running_other_than projector "$projector_pid"
 grep -a "sent no heartbeat" var/log/serve.log | tail -n 1
 echo "serve restarted it as pid $(pid_of projector) at $(date -u +%T)"
+
+say "a record that bypassed Sluicegate's codec is a dead letter: kept, never a run, never a stall"
+echo "Bytes written straight to the deliveries topic by some other producer cannot be decided."
+echo "The processor moves them to dead-letters with the reason and where they came from, in the"
+echo "transaction that moves its offset past them, and goes on; the read model keeps them after"
+echo "the topic's 30 days (GET /v1/dead-letters; sluicegate_dead_letters_total on /metrics)."
+hostile="demo-hostile-$tag"
+.venv/bin/python -c '
+import sys
+from confluent_kafka import Producer
+from streams.settings import load_settings
+settings = load_settings()
+producer = Producer(settings.producer_config())
+producer.produce(settings.topic_named("deliveries"), b"{\"not\": \"our codec\"}", sys.argv[1].encode())
+assert producer.flush(10) == 0
+' "$hostile"
+read_api="http://${SLUICEGATE_READ_HTTP:-127.0.0.1:8081}"
+read_auth=()
+[ -n "${SLUICEGATE_READ_TOKEN:-}" ] && read_auth=(-H "Authorization: Bearer $SLUICEGATE_READ_TOKEN")
+newest_dead_letter() {  # the newest dead letter, as GET /v1/dead-letters lists it
+  local total
+  total=$(curl -s "${read_auth[@]}" "$read_api/v1/dead-letters?limit=1" \
+    | grep -o '"total": *[0-9]*' | grep -o '[0-9]*$' || true)
+  [ -n "$total" ] && [ "$total" -gt 0 ] || return 1
+  curl -s "${read_auth[@]}" "$read_api/v1/dead-letters?from=$(( total - 1 ))&limit=1"
+}
+dead_letter_listed() { newest_dead_letter | grep -q "$hostile"; }
+wait_for 60 dead_letter_listed
+newest_dead_letter
+echo
+curl -s "${read_auth[@]}" "$read_api/metrics" | grep '^sluicegate_dead_letters_total'
 
 say "the counts: dispatched, expired before send, superseded, unresolved attempts, holds"
 $sg stats
