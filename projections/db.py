@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import re
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
@@ -75,6 +76,16 @@ def schema_exists(conn: psycopg.Connection, schema: str) -> bool:
         "SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = %s)", (schema,)
     ).fetchone()
     return bool(row and row[0])
+
+
+def tables_in(conn: psycopg.Connection[Any], schema: str, names: Sequence[str]) -> set[str]:
+    """Those of ``names`` that ``schema`` has (a schema may predate a migration)."""
+    row = conn.execute(
+        "SELECT array_agg(t) FROM unnest(%s::text[]) AS t "
+        "WHERE to_regclass(quote_ident(%s) || '.' || quote_ident(t)) IS NOT NULL",
+        (list(names), schema),
+    ).fetchone()
+    return set(row[0] or []) if row else set()
 
 
 def drop_schema(conn: psycopg.Connection, schema: str) -> None:

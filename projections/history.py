@@ -31,6 +31,7 @@ import psycopg
 from psycopg import sql
 
 from projections import topic_ids
+from projections.db import tables_in
 from projections.errors import HistoryNotInTopics
 from projections.sources import Sources, source_topics
 from projections.store import Offsets
@@ -69,12 +70,7 @@ RECORD_TABLES = ("event_log", "parked", "dead_letters")
 
 def _tables(conn: psycopg.Connection[Any], schema: str) -> list[str]:
     """Those of :data:`RECORD_TABLES` that ``schema`` has (a live schema may predate one)."""
-    row = conn.execute(
-        "SELECT array_agg(t) FROM unnest(%s::text[]) AS t "
-        "WHERE to_regclass(quote_ident(%s) || '.' || quote_ident(t)) IS NOT NULL",
-        (list(RECORD_TABLES), schema),
-    ).fetchone()
-    present = set(row[0] or []) if row else set()
+    present = tables_in(conn, schema, RECORD_TABLES)
     return [t for t in RECORD_TABLES if t in present]
 
 

@@ -27,6 +27,7 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
+from projections.db import tables_in
 from projections.errors import TopicRecreated
 
 
@@ -68,10 +69,7 @@ def claim(conn: psycopg.Connection[Any], schema: str, ids: Mapping[str, str]) ->
 def recorded(conn: psycopg.Connection[Any], schema: str) -> dict[str, str]:
     """The id ``schema`` recorded per short topic name; none in a schema still at the
     migrations of a build from before this table (a rebuild's look at an older read model)."""
-    found = conn.execute(
-        "SELECT to_regclass(%s)", (sql.Identifier(schema, "topic_ids").as_string(conn),)
-    ).fetchone()
-    if found is None or found[0] is None:
+    if not tables_in(conn, schema, ["topic_ids"]):
         return {}
     rows = conn.execute(
         sql.SQL("SELECT topic, topic_id FROM {}").format(sql.Identifier(schema, "topic_ids"))

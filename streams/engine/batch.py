@@ -45,7 +45,8 @@ class Input(NamedTuple):
 
 class Stopped(NamedTuple):
     """A partition the consumer stopped fetching because its position was out of range:
-    :func:`~streams.engine.gaps.resume` finds where it goes on."""
+    :func:`~streams.engine.gaps.resume_stopped` finds where it goes on. Nothing more of it
+    comes in the batch that reports it."""
 
     topic: str
     partition: int
@@ -200,10 +201,13 @@ def restored(stats: ProcessorStats, records: int, seconds: float, assigned: list
 
 
 def read(
-    app: StreamApp[Any, Any, Any], msg: Message, stores: Mapping[int, object]
-) -> Input | Stopped | None:
-    """The item for a consumed message; ``None`` for events and foreign partitions;
-    :class:`Stopped` for a held partition whose position was out of range.
+    app: StreamApp[Any, Any, Any],
+    msg: Message,
+    stores: Mapping[int, object],
+    stopped: list[Stopped],
+) -> Input | None:
+    """The item for a consumed message; ``None`` for events and foreign partitions. A held
+    partition whose position was out of range is added to ``stopped`` (``gaps.py``).
 
     Raises :class:`~streams.errors.ConsumerFailed` when the consumer can never be used again
     (its fatal errors come with ``fatal()`` false: the code says it), and
@@ -215,9 +219,9 @@ def read(
             return None
         if code == KafkaError._AUTO_OFFSET_RESET:
             topic, partition = msg.topic(), msg.partition()
-            if topic is None or partition is None or partition not in stores:
-                return None
-            return Stopped(topic, partition)
+            if topic is not None and partition is not None and partition in stores:
+                stopped.append(Stopped(topic, partition))
+            return None
         if code == KafkaError._FATAL:
             raise ConsumerFailed(err.str())
         if err.fatal():

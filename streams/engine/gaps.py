@@ -36,7 +36,7 @@ from typing import TypeVar
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
-from streams.engine.batch import Expired, Input, Stopped
+from streams.engine.batch import Expired, Stopped
 from streams.errors import TransactionUnresolved
 
 log = logging.getLogger("sluicegate.processor")
@@ -47,37 +47,29 @@ T = TypeVar("T")
 
 
 def resume_stopped(
-    consumer: Consumer,
-    taken: Sequence[Input | Stopped],
-    committed: Mapping[tuple[str, int], int],
-) -> list[Input | Expired]:
-    """``taken`` with each stopped partition's gap in its place (in consumption order: after
-    the partition's records before it), and the consumer assigned again so that every
-    partition goes on: a stopped one where :func:`resume` says, the others after their
-    last record in ``taken`` (else at their ``committed`` offset, every held partition's).
+    consumer: Consumer, stopped: Sequence[Stopped], positions: Mapping[tuple[str, int], int]
+) -> list[Expired]:
+    """The gaps of the ``stopped`` partitions, and the consumer assigned again so that every
+    held partition goes on: a stopped one where :func:`resume` says, the others at their
+    ``positions`` (every held partition's, after the batch's records).
 
     librdkafka refuses to seek a partition it stopped (``Local: Erroneous state``); assigning
     it again is the only way on. Raises :class:`~streams.errors.TransactionUnresolved` when
     the broker does not answer: the instance starts over, and its assignment finds the
     partition out of range again."""
-    items: list[Input | Expired] = []
-    at = dict(committed)
+    gaps: list[Expired] = []
     goes_on: dict[tuple[str, int], int] = {}
-    for item in taken:
-        if isinstance(item, Input):
-            items.append(item)
-            at[(item.topic, item.partition)] = item.offset + 1
-            continue
-        tp = (item.topic, item.partition)
-        if tp not in at or tp in goes_on:
+    for topic, partition in stopped:
+        tp = (topic, partition)
+        if tp not in positions or tp in goes_on:
             continue  # not held (a callback raced the batch), or reported twice
-        goes_on[tp], gap = resume(consumer, item.topic, item.partition, at[tp])
+        goes_on[tp], gap = resume(consumer, topic, partition, positions[tp])
         if gap is not None:
-            items.append(gap)
-    at.update(goes_on)
+            gaps.append(gap)
+    at = {**positions, **goes_on}
     starts = [TopicPartition(t, p, o) for (t, p), o in sorted(at.items())]
     _retried(lambda: consumer.assign(starts), "assigning the stopped partitions again")
-    return items
+    return gaps
 
 
 def resume(

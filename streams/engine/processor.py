@@ -81,7 +81,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Generic, TypeVar, cast
+from typing import Generic, TypeVar
 
 from confluent_kafka import KafkaException, TopicPartition
 
@@ -365,15 +365,13 @@ class Processor(Generic[S, C, E]):
         batches.decider.hurry = False
         wait_s = 0 if waiting else self.commit_interval_s
         messages = take(self._clients.consumer, batches.budget, wait_s)
-        taken = [i for i in (read(self.app, m, self._held.stores) for m in messages) if i]
-        inputs = (
-            resume_stopped(self._clients.consumer, taken, self._held.offsets)
-            if any(type(i) is Stopped for i in taken)
-            else cast(list[Input | Expired], taken)  # no Stopped among them
-        )
-        self.app.prepare(
-            [i.record for i in inputs if type(i) is Input and i.record is not None], self.clock()
-        )
+        stopped: list[Stopped] = []
+        taken = [i for i in (read(self.app, m, self._held.stores, stopped) for m in messages) if i]
+        self.app.prepare([i.record for i in taken if i.record is not None], self.clock())
+        inputs: Sequence[Input | Expired] = taken
+        if stopped:  # each gap after its partition's last record, which precedes the stop
+            at = self._held.offsets_after(taken)
+            inputs = [*taken, *resume_stopped(self._clients.consumer, stopped, at)]
         now = self.clock()
         items: list[Input | Expired | Timer | Answer] = [
             Timer(partition, timer, key)
