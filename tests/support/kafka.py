@@ -220,6 +220,14 @@ def set_topic_config(settings: Settings, short_name: str, config: dict[str, str]
     admin = AdminClient(settings.kafka_config())  # alive until every future has its answer
     for future in admin.incremental_alter_configs([resource]).values():
         future.result()
+    # The answer can come before a DescribeConfigs shows the change: wait until it does.
+    described = ConfigResource(ConfigResource.Type.TOPIC, settings.topic_named(short_name))
+
+    def visible() -> bool:
+        (entries,) = [f.result() for f in admin.describe_configs([described]).values()]
+        return all(k in entries and entries[k].value == v for k, v in config.items())
+
+    wait_until(visible, timeout_s=30, what=f"{short_name} to show {config}")
 
 
 def expire_records(settings: Settings, topic: str, partition: int, before: int) -> None:
