@@ -97,6 +97,14 @@ class PartitionCountChanged(StreamsError):
     """
 
 
+class InputTopicRecreated(StreamsError):
+    """An input topic was deleted and created again while the instance held its partitions
+    (its topic id changed). The batch that found it is aborted and the instance starts over
+    in place; its assignment reads the new topic from its start and records the move as a dead
+    letter (``positions.py``). Nothing for an operator to do but read that dead letter.
+    """
+
+
 class TransactionUnresolved(StreamsError):
     """A transaction could neither be committed nor aborted in time (or a rewind after an
     abort failed): its outcome is unknown.

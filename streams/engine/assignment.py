@@ -18,10 +18,15 @@ from pathlib import Path
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from streams.engine import positions
-from streams.engine.batch import Item, ProcessorStats, expired_in, restored
-from streams.engine.restore import MIGRATE, Restorer
+from streams.engine.batch import Expired, Item, ProcessorStats, expired_in, restored
+from streams.engine.restore import MIGRATE, Inputs, Restorer
 from streams.engine.store import PARTITIONS_KEY, PartitionStore
-from streams.errors import PartitionCountChanged, RestoreTimedOut, TransactionUnresolved
+from streams.errors import (
+    InputTopicRecreated,
+    PartitionCountChanged,
+    RestoreTimedOut,
+    TransactionUnresolved,
+)
 
 log = logging.getLogger("sluicegate.processor")
 
@@ -48,12 +53,18 @@ class Assignment:
         self.offsets: dict[tuple[str, int], int] = {}  # committed, of every assigned partition
         self.partitions = 0  # the co-partitioned topics' count when assigned
         self.unrecorded: set[int] = set()  # changelog partitions without m/partitions yet
+        self.topic_ids: dict[str, str] = {}  # the input topics' ids when assigned
+        self.ids_unrecorded: set[int] = set()  # stores whose m/topic-ids are not those
+        # Input topics found created again since a store's positions were read: their moves,
+        # to be decided with the next batch (taken), and put back if its transaction aborts.
+        self.moved: list[Expired] = []
+        self._moving: list[Expired] = []
         # Whether a revoke may leave checkpoints: False once the instance stops on an error
         # (a transaction's outcome may be unknown, so the stores may not match the changelog).
         self.checkpoints = True
-        # The partition-count check is two metadata round trips: it runs beside the batch's
-        # decisions instead of before them (see count_check).
-        self._checker = ThreadPoolExecutor(1, thread_name_prefix="partition-counts")
+        # The input check is a metadata round trip: it runs beside the batch's
+        # decisions instead of before them (see input_check).
+        self._checker = ThreadPoolExecutor(1, thread_name_prefix="input-check")
 
     def assign(
         self, consumer: Consumer, partitions: Sequence[TopicPartition], stats: ProcessorStats
@@ -64,6 +75,7 @@ class Assignment:
         deadline = started + self.restorer.bound_s
         self.partitions = self.restorer.common_count([*self.input_topics, self.changelog_topic])
         self.restorer.check_changelog(self.changelog_topic)
+        self.topic_ids = self.restorer.describe_inputs(self.input_topics).ids
         committed = self.restorer.committed(consumer, partitions, deadline)
         count = 0
         done: list[int] = []
@@ -88,11 +100,13 @@ class Assignment:
             if store.get(PARTITIONS_KEY) is None:
                 self.unrecorded.add(partition)
         deadline = max(deadline, time.monotonic() + self.restorer.bound_s)
+        resumed, elsewhere = self._resume(committed)
         starts = [
             TopicPartition(t, p, self.restorer.low_watermark(t, p, deadline) if o is None else o)
-            for (t, p), o in self._resume(committed).items()
+            for (t, p), o in resumed.items()
         ]
         self.offsets.update({(tp.topic, tp.partition): tp.offset for tp in starts})
+        self._record_moves(elsewhere, committed)
         consumer.assign(starts)
         elapsed = time.monotonic() - started
         restored(stats, count, elapsed, sorted(self.stores))
@@ -100,20 +114,37 @@ class Assignment:
 
     def _resume(
         self, committed: dict[tuple[str, int], int | None]
-    ) -> dict[tuple[str, int], int | None]:
+    ) -> tuple[dict[tuple[str, int], int | None], dict[tuple[str, int], tuple[int, str]]]:
         """Where each partition resumes (``positions.py``): the committed offset, unless the
-        restored state records that its decisions reach further."""
+        restored state records that its decisions reach further; and the positions recorded
+        in a topic since created again, with the id it had.
+
+        A partition whose position was read in a topic since created again resumes at the
+        new topic's start, whatever offset the group has there: the state has decided none
+        of its records (the first transaction that decides any of them records the new id),
+        so such an offset was committed from the old position (every transaction commits the
+        offsets of every held partition) or set by hand, and going by it could skip records."""
         recorded = {
             p: positions.decode(s.get(positions.OFFSETS_KEY)) for p, s in self.stores.items()
         }
+        ids = {
+            p: positions.decode_ids(s.get(positions.TOPIC_IDS_KEY)) for p, s in self.stores.items()
+        }
+        self.ids_unrecorded |= {p for p, i in ids.items() if i != self.topic_ids}
         resumed: dict[tuple[str, int], int | None] = {}
+        elsewhere: dict[tuple[str, int], tuple[int, str]] = {}
         behind: list[str] = []
         for (topic, partition), offset in sorted(committed.items()):
             position = recorded.get(partition, {}).get(topic)
+            was = ids.get(partition, {}).get(topic)
+            if position is not None and not positions.read_in(was, self.topic_ids.get(topic)):
+                elsewhere[(topic, partition)] = (position, str(was))
+                resumed[(topic, partition)] = None
+                continue
             resumed[(topic, partition)] = positions.resume_at(offset, position)
             if position is not None and position > (offset or 0):
-                was = "none" if offset is None else offset
-                behind.append(f"{topic}[{partition}] at {position} (committed: {was})")
+                shown = "none" if offset is None else offset
+                behind.append(f"{topic}[{partition}] at {position} (committed: {shown})")
         if behind:
             log.warning(
                 "the group's committed offsets are missing or behind what the restored state "
@@ -122,7 +153,37 @@ class Assignment:
                 "nothing is decided twice: %s",
                 ", ".join(behind),
             )
-        return resumed
+        return resumed, elsewhere
+
+    def _record_moves(
+        self,
+        elsewhere: dict[tuple[str, int], tuple[int, str]],
+        committed: dict[tuple[str, int], int | None],
+    ) -> None:
+        """A move to decide, as a dead letter, for each partition whose recorded position was
+        read in a topic deleted since: the partition goes on from the new topic's start, and
+        nothing of the new topic is skipped."""
+        for (topic, partition), (position, was) in sorted(elsewhere.items()):
+            start = self.offsets[(topic, partition)]
+            offset = committed.get((topic, partition))
+            passed = "" if offset is None else f", not from the group's offset {offset} there"
+            reason = (
+                f"the topic was deleted and created again after this state's decisions (topic "
+                f"id {was} then, {self.topic_ids[topic]} now): position {position} was in the "
+                f"topic before; the new one is read from its start, offset {start}{passed}"
+            )
+            gap = Expired(topic, partition, position, start, reason)
+            log.error("%s: %s", gap.origin(), reason)
+            self.moved = [g for g in self.moved if (g.topic, g.partition) != (topic, partition)]
+            self.moved.append(gap)
+
+    def take_moved(self) -> list[Expired]:
+        """The moves not yet decided (:meth:`_record_moves`), to lead the next batch (each
+        sets its partition's offset, so it precedes the records read from there): put back
+        by :meth:`discard` when the batch's transaction aborts, gone once one commits."""
+        self._moving.extend(self.moved)
+        self.moved = []
+        return list(self._moving)
 
     def record_positions(self, offsets: dict[tuple[str, int], int]) -> None:
         """Buffer ``m/offsets`` into the store of every partition ``offsets`` advance."""
@@ -149,6 +210,7 @@ class Assignment:
         for partition in partitions:
             store = self.stores.pop(partition)
             self.unrecorded.discard(partition)
+            self.ids_unrecorded.discard(partition)
             if time.monotonic() > deadline:
                 store.abandon()
             elif not self._checkpoint(store, partition, deadline):
@@ -182,9 +244,13 @@ class Assignment:
             self.offsets.pop((tp.topic, tp.partition), None)
         keep = self.checkpoints and not lost
         deadline = time.monotonic() + 30.0
+        gone = {(tp.topic, tp.partition) for tp in partitions}
+        self.moved = [g for g in self.moved if (g.topic, g.partition) not in gone]
+        self._moving = [g for g in self._moving if (g.topic, g.partition) not in gone]
         for partition in sorted({tp.partition for tp in partitions}):
             store = self.stores.pop(partition, None)
             self.unrecorded.discard(partition)
+            self.ids_unrecorded.discard(partition)
             if store is None:
                 continue
             if not keep or store.pending():
@@ -201,21 +267,23 @@ class Assignment:
             store.abandon()
         self.stores.clear()
 
-    def count_check(self) -> Future[dict[str, int]]:
-        """Start reading the input topics' partition counts; :meth:`verify_counts` judges them.
+    def input_check(self) -> Future[Inputs]:
+        """Start reading the input topics' partition counts and ids; :meth:`verify_inputs`
+        judges them.
 
         The processor starts this when a batch is taken and verifies it before the batch's
         transaction commits, so the metadata round trips overlap the decisions instead of
-        preceding them; a changed count aborts the transaction, so nothing decided with the
-        old count leaves.
+        preceding them; a changed count or id aborts the transaction, so nothing decided
+        with the old count, or read in a topic since deleted, leaves.
         """
-        return self._checker.submit(self.restorer.partition_counts, self.input_topics)
+        return self._checker.submit(self.restorer.describe_inputs, self.input_topics)
 
-    def verify_counts(self, check: Future[dict[str, int]]) -> None:
+    def verify_inputs(self, check: Future[Inputs]) -> None:
         """Raise :class:`PartitionCountChanged` if an input topic's count changed since the
-        assignment (waits for ``check``; a metadata failure is raised as it is)."""
-        counts = check.result()
-        changed = {t: n for t, n in counts.items() if n != self.partitions}
+        assignment, :class:`InputTopicRecreated` if one was created again (waits for
+        ``check``; a metadata failure is raised as it is)."""
+        now = check.result()
+        changed = {t: n for t, n in now.counts.items() if n != self.partitions}
         if changed:
             shown = ", ".join(f"{t} now has {n}" for t, n in changed.items())
             raise PartitionCountChanged(
@@ -223,11 +291,23 @@ class Assignment:
                 f"{shown}: keys have moved, so this instance stops before committing anything; "
                 f"{MIGRATE}"
             )
+        recreated = sorted(t for t, i in now.ids.items() if self.topic_ids.get(t, i) != i)
+        if recreated:
+            raise InputTopicRecreated(
+                f"{', '.join(recreated)} deleted and created again while {self.who} held its "
+                "partitions (its topic id changed): the batch is not committed; the "
+                "partitions are taken again, and the new topic read from its start"
+            )
 
-    def record_partition_count(self) -> None:
-        """Buffer ``m/partitions`` into every store that has not recorded it yet."""
+    def record_meta(self) -> None:
+        """Buffer ``m/partitions`` into every store that has not recorded it yet, and
+        ``m/topic-ids`` into every store that records other ids (or none)."""
         for partition in self.unrecorded:
             self.stores[partition].put(PARTITIONS_KEY, str(self.partitions).encode())
+        if self.ids_unrecorded:
+            ids = positions.encode_ids(self.topic_ids)
+            for partition in self.ids_unrecorded:
+                self.stores[partition].put(positions.TOPIC_IDS_KEY, ids)
 
     def offsets_after(self, items: Sequence[Item]) -> dict[tuple[str, int], int]:
         """Every assigned partition's offset once ``items`` are committed."""
@@ -245,10 +325,13 @@ class Assignment:
             store.apply()
         self.offsets = offsets
         self.unrecorded.clear()
+        self.ids_unrecorded.clear()
+        self._moving = []
 
     def discard(self) -> None:
         for store in self.stores.values():
             store.discard()
+        self.moved, self._moving = [*self._moving, *self.moved], []
 
     def rewind(self, consumer: Consumer) -> None:
         """Seek every assigned partition back to its committed offset, or stop the instance."""

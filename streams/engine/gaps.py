@@ -21,10 +21,12 @@ item), and :func:`resume` decides where it goes on:
   start, so nothing written to it since is skipped; a dead letter records the move;
 - in range again by the time the broker is asked: where it was.
 
-What is not guaranteed: a topic created again and grown past the old position before the
-instance looks is read on from that position, and the new topic's records before it are
-never decided (its offsets cannot tell). Operators: the dead letters say which records went;
-their triggers are past any deadline by then, so send again whatever must still run.
+A topic created again and grown past the old position is not out of range: its offsets
+cannot tell. Its new topic id does: an assignment does not resume at a position read in
+another topic, and a batch that finds an id changed while the partitions are held is not
+committed (``positions.py``, ``assignment.py``). Operators: the dead letters say which
+records went; their triggers are past any deadline by then, so send again whatever must
+still run.
 """
 
 from __future__ import annotations

@@ -12,18 +12,21 @@ Commit order, per batch (this order is the whole exactly-once argument):
    lost are an item of the batch (``gaps.py``), so step 6 commits their dead letter with
    the offset past them;
 2. ``prepare`` the app (may block: lookups happen before the transaction opens); if the batch
-   has records, start reading the input topics' partition counts (on a helper thread, so
-   the round trips overlap steps 3 to 5);
+   has records, start reading the input topics' partition counts and topic ids (on a helper
+   thread, so the round trips overlap steps 3 to 5);
 3. begin the transaction; fire due timers, then decide each record; produce the events;
 4. produce the changelog records of every state the batch changed (explicit partition = the
-   input partition), ``m/partitions`` once per changelog partition, and ``m/offsets`` (the
-   input positions after this batch, ``positions.py``) for every partition it advances;
+   input partition), ``m/partitions`` once per changelog partition, ``m/offsets`` (the
+   input positions after this batch, ``positions.py``) for every partition it advances, and
+   ``m/topic-ids`` (the topics those positions are in) once per assignment that changes them;
 5. ``send_offsets_to_transaction`` with the consumer group metadata and the offsets of
    *every* assigned partition (those the batch advanced, the committed ones otherwise), so
    every transaction, timer-only ones included, is fenced: a zombie whose group generation
-   is stale cannot commit anything; then wait for the counts of step 2: a count that
+   is stale cannot commit anything; then wait for the check of step 2: a count that
    differs from the one the state was restored with (changed by hand) aborts the
-   transaction and stops the instance, so nothing decided with moved keys is committed;
+   transaction and stops the instance, so nothing decided with moved keys is committed,
+   and a topic id that changed (the topic deleted and created again) aborts it and starts
+   the instance over, whose assignment reads the new topic from its start;
 6. commit the transaction, resuming a timed-out commit (never aborting it); only then write
    the buffered state into RocksDB and advance the tracked offsets.
 
@@ -67,11 +70,12 @@ Assignment (``restore.py``): partition counts are checked, committed offsets are
 each partition's store is restored from its changelog to the true end, and the consumer is
 assigned at exactly those offsets, unless the restored state records positions past them
 (``positions.py``: every transaction writes its input positions into the changelog beside
-the state, so offsets the group lost are no reason to decide anything twice). On
-revocation the stores are closed (no transaction is ever open during a rebalance, see 1); a
-clean revoke leaves a checkpoint of the changelog position each store reflects
-(``checkpoint.py``), so taking the partition back reads only what the store lacks. Lost
-partitions and an instance stopping on an error leave none.
+the state, so offsets the group lost are no reason to decide anything twice), and only in
+the topic they were read in (a topic created again since is read from its start, the move a
+dead letter). On revocation the stores are closed (no transaction is ever open during a
+rebalance, see 1); a clean revoke leaves a checkpoint of the changelog position each store
+reflects (``checkpoint.py``), so taking the partition back reads only what the store
+lacks. Lost partitions and an instance stopping on an error leave none.
 """
 
 from __future__ import annotations
@@ -101,6 +105,7 @@ from streams.engine.status import InstanceStatus, Phase
 from streams.engine.transacting import Transactor
 from streams.errors import (
     ConsumerFailed,
+    InputTopicRecreated,
     ProcessorFenced,
     RestoreTimedOut,
     StreamsError,
@@ -215,8 +220,9 @@ class Processor(Generic[S, C, E]):
         Kafka out of reach for longer than a transaction can wait (its commit or abort cannot
         complete: :class:`~streams.errors.TransactionUnresolved`) does not end it, nor does a
         restore that cannot finish in time (:class:`~streams.errors.RestoreTimedOut`: the
-        broker away, or a transaction held open on the partition): it starts over in place
-        (:meth:`_start_over`), after a restore's failure a back-off later
+        broker away, or a transaction held open on the partition), nor an input topic created
+        again while held (:class:`~streams.errors.InputTopicRecreated`): it starts over in
+        place (:meth:`_start_over`), after a restore's failure a back-off later
         (:data:`RESTORE_RETRY_S`), and goes on once the broker answers. Started while the
         broker does not answer, it waits for it (``starting``) the same way; :meth:`stop`
         ends any of these waits. A consumer the broker fenced is replaced (:meth:`_rejoin`).
@@ -240,7 +246,7 @@ class Processor(Generic[S, C, E]):
             while not self.stop_event.is_set():
                 try:
                     self.step()
-                except TransactionUnresolved as e:
+                except (TransactionUnresolved, InputTopicRecreated) as e:
                     self._start_over(e)
                 except RestoreTimedOut as e:
                     pause_s = self._restore_retry_s
@@ -369,9 +375,12 @@ class Processor(Generic[S, C, E]):
         taken = [i for i in (read(self.app, m, self._held.stores, stopped) for m in messages) if i]
         self.app.prepare([i.record for i in taken if i.record is not None], self.clock())
         inputs: Sequence[Input | Expired] = taken
+        moved = self._held.take_moved()
+        if moved:  # each move to a topic created again before the records read from there
+            inputs = [*moved, *taken]
         if stopped:  # each gap after its partition's last record, which precedes the stop
             at = self._held.offsets_after(taken)
-            inputs = [*taken, *resume_stopped(self._clients.consumer, stopped, at)]
+            inputs = [*inputs, *resume_stopped(self._clients.consumer, stopped, at)]
         now = self.clock()
         items: list[Input | Expired | Timer | Answer] = [
             Timer(partition, timer, key)
@@ -383,12 +392,12 @@ class Processor(Generic[S, C, E]):
         items.extend(inputs)
         if not items:
             return
-        counts = self._held.count_check() if inputs else None
+        check = self._held.input_check() if inputs else None
         try:
-            decided = batches.decide(items, now, adapt=True, counts=counts)
+            decided = batches.decide(items, now, adapt=True, check=check)
             if not decided and self.effects is not None:
                 self.effects.requeue(answers)
         except txn.Unrecordable as e:
-            if counts is not None:
-                self._held.verify_counts(counts)
+            if check is not None:
+                self._held.verify_inputs(check)
             batches.isolate(items, now, str(e))

@@ -53,6 +53,7 @@ import logging
 import time
 from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import NamedTuple
 
 from confluent_kafka import (
     Consumer,
@@ -134,6 +135,13 @@ MIGRATE = (
 )
 
 
+class Inputs(NamedTuple):
+    """Input topics as the broker describes them: partition counts and topic ids."""
+
+    counts: dict[str, int]
+    ids: dict[str, str]
+
+
 class Restorer:
     """The restore-side clients of one processor instance (never members of its group)."""
 
@@ -186,6 +194,31 @@ class Restorer:
             shown = ", ".join(f"{t} has {n} partitions" for t, n in counts.items())
             raise PartitionCountChanged(f"co-partitioned topics disagree ({shown}); {MIGRATE}")
         return next(iter(counts.values()))
+
+    def describe_inputs(self, topics: Sequence[str], wait_s: float = 30.0) -> Inputs:
+        """``topics``' partition counts and ids (Kafka gives a topic a new id whenever it is
+        created again), in one round trip. A topic not known yet (being created) is waited
+        for up to ``wait_s``."""
+        deadline = time.monotonic() + wait_s
+        while True:
+            timeout = max(1.0, min(deadline - time.monotonic(), 30.0))
+            asked = self._admin.describe_topics(
+                TopicCollection(list(topics)), request_timeout=timeout
+            )
+            try:
+                described = {name: f.result(timeout) for name, f in asked.items()}
+            except KafkaException as e:
+                error, what = e.args[0], f"cannot describe {', '.join(topics)}"
+                if not transient(error):
+                    raise StateRestoreError(f"{what}: {error.str()}") from e
+                if time.monotonic() > deadline:
+                    raise RestoreTimedOut(f"{what}: {error.str()}") from e
+                time.sleep(RETRY_PAUSE_S)
+                continue
+            return Inputs(
+                {name: len(t.partitions) for name, t in described.items()},
+                {name: str(t.topic_id) for name, t in described.items()},
+            )
 
     def check_changelog(self, topic: str) -> None:
         """:class:`~streams.errors.ChangelogDeletesRecords` if the broker may delete

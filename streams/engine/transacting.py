@@ -43,6 +43,7 @@ from streams.engine.clients import Clients
 from streams.engine.deciding import Decider
 from streams.engine.effects import EffectRunner
 from streams.engine.failpoints import Failpoints
+from streams.engine.restore import Inputs
 from streams.errors import (
     FatalKafkaError,
     KafkaUnavailable,
@@ -115,13 +116,13 @@ class Transactor(Generic[S, C, E]):
         now: int,
         *,
         adapt: bool = False,
-        counts: Future[dict[str, int]] | None = None,
+        check: Future[Inputs] | None = None,
     ) -> bool:
         """Commit ``items`` in one transaction, deciding them again in place if it aborted;
         ``False`` if it still failed (the consumer was then rewound to the committed offsets,
         so they are consumed and decided again)."""
         for attempt in range(IN_PLACE_ATTEMPTS):
-            outcome = self._transact(items, now, adapt=adapt, counts=counts)
+            outcome = self._transact(items, now, adapt=adapt, check=check)
             if outcome is _Outcome.COMMITTED:
                 return True
             if outcome in (_Outcome.STALE, _Outcome.EXPIRED):
@@ -142,9 +143,9 @@ class Transactor(Generic[S, C, E]):
         now: int,
         *,
         adapt: bool,
-        counts: Future[dict[str, int]] | None,
+        check: Future[Inputs] | None,
     ) -> _Outcome:
-        """Decide ``items`` in one transaction; with ``counts``, verified before the commit.
+        """Decide ``items`` in one transaction; with ``check``, verified before the commit.
 
         Raises :class:`~streams.engine.transactions.Unrecordable` (already aborted) when a
         record of it can never be produced.
@@ -161,7 +162,7 @@ class Transactor(Generic[S, C, E]):
         try:
             events = sum(self.decider.apply(item, now) for item in items)
             offsets = self._held.offsets_after(items)
-            self._held.record_partition_count()
+            self._held.record_meta()
             self._held.record_positions(offsets)
             for partition, store in self._held.stores.items():
                 for store_key, value in store.pending().items():
@@ -170,8 +171,8 @@ class Transactor(Generic[S, C, E]):
             positions = [TopicPartition(t, p, o) for (t, p), o in offsets.items()]
             metadata = self._clients.consumer.consumer_group_metadata()
             txn.send_offsets(self._clients.producer, positions, metadata, deadline)
-            if counts is not None:
-                self._held.verify_counts(counts)
+            if check is not None:
+                self._held.verify_inputs(check)
             if self._failpoints:
                 # The point promises the records were sent; linger may still hold some.
                 self._clients.producer.flush(max(deadline - time.monotonic(), 0.0))

@@ -7,8 +7,10 @@ said so. Now the jump is decided like a record: a dead letter names the partitio
 offsets that went, in the same transaction that moves the group's offset past them.
 
 Retention is played by ``delete_records``, which moves a partition's start exactly as
-retention does. An input topic deleted and created again (its offsets start over below the
-instance's position) is read from its start, and that is recorded too.
+retention does. An input topic deleted and created again, found with fewer records than the
+instance's position, is read from its start, and that is recorded too: judged by its
+offsets alone, as for a state written before topic ids were recorded (a topic id tells a
+recreated topic at once: ``test_engine_recreated_topics.py``).
 """
 
 from __future__ import annotations
@@ -17,9 +19,10 @@ from collections.abc import Iterator
 
 import orjson
 import pytest
-from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
+from confluent_kafka import ConsumerGroupTopicPartitions, Producer, TopicPartition
 
 from sluicegate.cli import main
+from streams.engine import positions
 from streams.engine.processor import Processor
 from streams.kafka.clients import admin_client
 from streams.settings import Settings
@@ -60,6 +63,16 @@ def _run_until(settings: Settings, wanted: set[str]) -> ToyProcessor:
         running.stop()
     assert running.error is None
     return processor
+
+
+def _forget_topic_ids(settings: Settings) -> None:
+    """Make the state one written before topic ids were recorded: a tombstone of
+    ``m/topic-ids`` on the changelog, which the next restore applies."""
+    producer = Producer(settings.producer_config(**{"enable.idempotence": True}))
+    producer.produce(
+        settings.topic_named("changelog"), key=positions.TOPIC_IDS_KEY.encode(), partition=0
+    )
+    assert producer.flush(30) == 0
 
 
 def _committed(settings: Settings) -> int:
@@ -111,6 +124,7 @@ def test_an_input_topic_created_again_is_read_from_its_start_and_the_move_record
     produce_records(settings, _records(0, 4))
     _run_until(settings, {f"r{n}" for n in range(5)})
 
+    _forget_topic_ids(settings)
     topic = settings.topic_named("in")
     admin = admin_client(settings)
     for future in admin.delete_topics([topic]).values():
