@@ -17,7 +17,7 @@ import pytest
 from psycopg import sql
 
 from projections.compare import compare_schemas
-from projections.db import REBUILD_SUFFIX, connect, schema_exists, schema_name
+from projections.db import REBUILD_SUFFIX, connect, schema_exists, schema_name, tables_in
 from projections.projector import Projector
 from projections.rebuild import rebuild, stored_offsets
 from projections.swap import SwapBlocked
@@ -145,10 +145,14 @@ def test_rebuild_swaps_in_while_the_projector_runs(settings: Settings) -> None:
 
 
 def wait_caught_up(settings: Settings, projector: Projector, schema: str) -> None:
+    """Wait until ``schema`` stores offsets at least ``projector``'s ends; a schema its
+    projectors (other processes, say) have not migrated yet is not caught up."""
     ends = projector.end_offsets()
     with connect(settings.pg_dsn, autocommit=True) as conn:
 
         def caught_up() -> bool:
+            if not tables_in(conn, schema, ["offsets"]):
+                return False
             stored = stored_offsets(conn, schema)
             return all(stored.get(tp, 0) >= o for tp, o in ends.items())
 
