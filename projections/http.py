@@ -35,6 +35,7 @@ from projections import metrics, pages, queries
 from projections.db import describe_dsn, schema_name
 from projections.errors import ProjectionUnavailable
 from projections.queries import journal as journal_queries
+from streams.kafka.headers import KINDS
 from streams.settings import Settings
 
 _T = TypeVar("_T")
@@ -312,14 +313,24 @@ async def _get_holds(request: web.Request) -> web.Response:
 
 
 async def _get_dead_letters(request: web.Request) -> web.Response:
-    """What the stream apps could not decide, a page at a time (``from``, ``limit``)."""
+    """What the stream apps could not decide, a page at a time (``from``, ``limit``), of
+    one ``kind`` if asked."""
     page = _page(request, "dead letters")
     if isinstance(page, web.Response):
         return page
     start, limit = page
+    kind = request.query.get("kind")
+    if kind is not None and kind not in KINDS:
+        return error_response(
+            400,
+            "invalid_query",
+            "no such kind of dead letter",
+            [{"field": "kind", "message": f"{kind!r} is not one of {', '.join(KINDS)}"}],
+        )
     try:
         found = await _query(
-            request, lambda c, s: queries.list_dead_letters(c, s, start=start, limit=limit)
+            request,
+            lambda c, s: queries.list_dead_letters(c, s, start=start, limit=limit, kind=kind),
         )
     except _Unavailable as e:
         return _unavailable(e)
@@ -333,7 +344,7 @@ async def _get_metrics(request: web.Request) -> web.Response:
             queries.get_offsets(conn, schema),
             queries.get_parked_count(conn, schema),
             queries.get_gap_offsets(conn, schema),
-            queries.get_dead_letter_count(conn, schema),
+            queries.get_dead_letter_counts(conn, schema),
         )
 
     try:

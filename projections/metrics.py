@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from streams.kafka.headers import KINDS
+
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 _HELP: dict[str, str] = {
@@ -42,11 +44,13 @@ def render(
     offsets: Sequence[Mapping[str, Any]],
     parked: int,
     gap_offsets: int = 0,
-    dead_letters: int = 0,
+    dead_letters: Mapping[str, int] | None = None,
 ) -> str:
     """The exposition text for ``stats`` (as from ``queries.get_stats``) and ``offsets``;
     ``parked`` messages, ``gap_offsets`` (offsets that left retention unprojected) and
-    ``dead_letters`` (records the stream apps could not decide)."""
+    ``dead_letters`` (records the stream apps could not decide, by kind: every kind is
+    listed, 0 when there are none, so an alert on one has a series from the start; a kind
+    no engine writes counts as ``other``)."""
     lines: list[str] = []
     for key, value in stats.items():
         gauge = key in GAUGES
@@ -69,11 +73,18 @@ def render(
     lines.append(f"sluicegate_projection_retention_gap_offsets_total {gap_offsets}")
     lines.append(
         "# HELP sluicegate_dead_letters_total Records the stream apps could not decide "
-        "(table dead_letters): undecodable or unrecordable inputs, input offsets that left "
-        "retention unread."
+        "(table dead_letters), by kind: undecodable or unrecordable records, input offsets "
+        'that left retention unread, partitions moved back to their start; kind="" for '
+        "those written before kinds were."
     )
     lines.append("# TYPE sluicegate_dead_letters_total counter")
-    lines.append(f"sluicegate_dead_letters_total {dead_letters}")
+    letters = dict.fromkeys(KINDS, 0)
+    for kind, count in (dead_letters or {}).items():
+        # A kind no engine writes (another producer's header) must not grow the series.
+        shown = kind if kind in letters or kind == "" else "other"
+        letters[shown] = letters.get(shown, 0) + count
+    for kind, count in sorted(letters.items()):
+        lines.append(f'sluicegate_dead_letters_total{{kind="{_escape(kind)}"}} {count}')
     lines.append(
         "# HELP sluicegate_projection_offset Next offset the projector will read, per partition."
     )

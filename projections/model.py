@@ -105,7 +105,9 @@ TABLES: tuple[TableSpec, ...] = (
     ),
     TableSpec("parked", (*_SOURCE, "key", "error", "value", "kafka_ts_ms"), _SOURCE),
     TableSpec(
-        "dead_letters", (*_SOURCE, "key", "reason", "origin", "value", "kafka_ts_ms"), _SOURCE
+        "dead_letters",
+        (*_SOURCE, "key", "kind", "reason", "origin", "value", "kafka_ts_ms"),
+        _SOURCE,
     ),
     TableSpec(
         "retention_gaps",

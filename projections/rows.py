@@ -19,7 +19,7 @@ import orjson
 from projections.model import Row, RowOp, storable
 from schemas.codec import to_json_dict
 from schemas.registry import get_registry
-from streams.kafka.headers import ORIGIN, REASON, Headers, as_text
+from streams.kafka.headers import KIND, ORIGIN, REASON, Headers, as_text
 
 
 class Source(NamedTuple):
@@ -77,8 +77,9 @@ def park(source: Source, value: bytes | None, error: str) -> list[RowOp]:
 
 def dead_letter(source: Source, headers: Headers | None, value: bytes | None) -> list[RowOp]:
     """The row of a record the stream apps could not decide, as ``dead-letters`` holds it:
-    reason and origin from its headers (empty when a producer other than the engine left
-    them out), its original bytes if any. Never decoded: they are what could not be."""
+    kind, reason and origin from its headers (empty when a producer other than the engine,
+    or the engine before 0.2.0 for the kind, left them out), its original bytes if any.
+    Never decoded: they are what could not be."""
     given = as_text(headers)
     return [
         (
@@ -88,6 +89,7 @@ def dead_letter(source: Source, headers: Headers | None, value: bytes | None) ->
                 "src_partition": source.partition,
                 "src_offset": source.offset,
                 "key": source.key,
+                "kind": given.get(KIND, ""),
                 "reason": given.get(REASON, ""),
                 "origin": given.get(ORIGIN, ""),
                 "value": value,

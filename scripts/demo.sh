@@ -245,7 +245,8 @@ say "a record that bypassed Sluicegate's codec is a dead letter: kept, never a r
 echo "Bytes written straight to the deliveries topic by some other producer cannot be decided."
 echo "The processor moves them to dead-letters with the reason and where they came from, in the"
 echo "transaction that moves its offset past them, and goes on; the read model keeps them after"
-echo "the topic's 30 days (GET /v1/dead-letters; sluicegate_dead_letters_total on /metrics)."
+echo "the topic's 30 days (GET /v1/dead-letters; sluicegate_dead_letters_total on /metrics, by"
+echo "kind: this one is undecodable)."
 hostile="demo-hostile-$tag"
 .venv/bin/python -c '
 import sys

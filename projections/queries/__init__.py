@@ -23,7 +23,7 @@ from projections.queries.connection import (
 from projections.queries.counts import (
     BY_REASON,
     STATS_KEYS,
-    get_dead_letter_count,
+    get_dead_letter_counts,
     get_gap_offsets,
     get_offsets,
     get_parked_count,
@@ -41,7 +41,7 @@ __all__ = [
     "Json",
     "ensure_readable",
     "found",
-    "get_dead_letter_count",
+    "get_dead_letter_counts",
     "get_gap_offsets",
     "get_occurrence",
     "get_offsets",

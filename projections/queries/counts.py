@@ -67,12 +67,16 @@ def get_parked_count(conn: psycopg.Connection[Any], schema: str) -> int:
     return int(row["n"]) if row else 0
 
 
-def get_dead_letter_count(conn: psycopg.Connection[Any], schema: str) -> int:
-    """Records the stream apps could not decide (``dead_letters``)."""
-    row = fetch_one(
-        conn, sql.SQL("SELECT count(*) AS n FROM {}").format(table(schema, "dead_letters"))
+def get_dead_letter_counts(conn: psycopg.Connection[Any], schema: str) -> dict[str, int]:
+    """Records the stream apps could not decide (``dead_letters``), by kind (``""`` for
+    those written without one, before 0.2.0)."""
+    rows = fetch_all(
+        conn,
+        sql.SQL("SELECT kind, count(*) AS n FROM {} GROUP BY kind").format(
+            table(schema, "dead_letters")
+        ),
     )
-    return int(row["n"]) if row else 0
+    return {str(row["kind"]): int(row["n"]) for row in rows}
 
 
 def get_gap_offsets(conn: psycopg.Connection[Any], schema: str) -> int:

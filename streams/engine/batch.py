@@ -17,6 +17,7 @@ from confluent_kafka import KafkaError, Message
 
 from streams.engine.app import InputError, StreamApp
 from streams.errors import ConsumerFailed, FatalKafkaError
+from streams.kafka.headers import MOVED, UNREAD
 
 log = logging.getLogger("sluicegate.processor")
 
@@ -80,6 +81,11 @@ class Expired(NamedTuple):
     def origin(self) -> str:
         span = f"{self.first}..{self.next - 1}" if self.offsets else str(self.first)
         return f"{self.topic}[{self.partition}]@{span}"
+
+    @property
+    def kind(self) -> str:
+        """Its dead letter's kind: offsets that went unread, or a move back to a start."""
+        return UNREAD if self.offsets else MOVED
 
 
 @dataclass(frozen=True)

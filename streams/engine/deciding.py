@@ -26,7 +26,7 @@ from streams.core.partitioning import partition_of
 from streams.engine.app import StreamApp
 from streams.engine.batch import Answer, Expired, Input, Isolated, Item, Timer
 from streams.engine.store import PartitionStore, state_key, timer_key
-from streams.kafka.headers import ORIGIN, REASON
+from streams.kafka.headers import KIND, ORIGIN, REASON, UNDECODABLE, UNRECORDABLE
 from streams.kafka.partitioner import murmur2_partitioner
 
 log = logging.getLogger("sluicegate.processor")
@@ -99,11 +99,11 @@ class Decider(Generic[S, C, E]):
         if isinstance(item, Isolated):
             return self._isolated(item, now)
         if isinstance(item, Expired):
-            self.dead_letter(item, item.reason, with_value=False)
+            self.dead_letter(item, item.kind, item.reason, with_value=False)
             return 0
         if item.record is None:
             # Undecodable input is kept, not dropped: an operator can replay it once fixed.
-            self.dead_letter(item, item.problem or "undecodable", with_value=True)
+            self.dead_letter(item, UNDECODABLE, item.problem or "undecodable", with_value=True)
             log.warning("dead-lettered %s: %s", item.origin(), item.problem)
             return 0
         key = self.app.key_of(item.record) or item.key
@@ -150,16 +150,17 @@ class Decider(Generic[S, C, E]):
             return 0
         if isinstance(item.item, Timer):
             self.stores[item.item.partition].put(item.item.timer, None)
-            self.dead_letter(item.item, item.reason, with_value=False)
+            self.dead_letter(item.item, UNRECORDABLE, item.reason, with_value=False)
             return 0
         if isinstance(item.item, Answer):
-            self.dead_letter(item.item, item.reason, with_value=False)
+            self.dead_letter(item.item, UNRECORDABLE, item.reason, with_value=False)
             return 0
         if isinstance(item.item, Expired):
             # The gap's own reason first: it names the records that went.
-            self.dead_letter(item.item, f"{item.item.reason}; {item.reason}", with_value=False)
+            reason = f"{item.item.reason}; {item.reason}"
+            self.dead_letter(item.item, item.item.kind, reason, with_value=False)
             return 0
-        self.dead_letter(item.item, item.reason, with_value=not item.bare)
+        self.dead_letter(item.item, UNRECORDABLE, item.reason, with_value=not item.bare)
         if item.bare or item.item.record is None:
             return 0
         events = self.app.undecidable(item.item.record, item.reason, now)
@@ -204,11 +205,14 @@ class Decider(Generic[S, C, E]):
         return len(events)
 
     def dead_letter(
-        self, item: Input | Expired | Timer | Answer, reason: str, *, with_value: bool
+        self, item: Input | Expired | Timer | Answer, kind: str, reason: str, *, with_value: bool
     ) -> None:
+        """Produce ``item``'s dead letter: ``kind`` (one of ``headers.KINDS``), ``reason`` and
+        origin in its headers, its bytes as the value ``with_value`` (an input's only)."""
         value = item.message.value() if with_value and isinstance(item, Input) else None
         headers = [
             (REASON, reason.encode()),
             (ORIGIN, item.origin().encode()),
+            (KIND, kind.encode()),
         ]
         self.emit(self.dead_letter_topic, item.key, value, None, headers)

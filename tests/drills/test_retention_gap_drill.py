@@ -88,6 +88,7 @@ def test_deliveries_deleted_while_the_processor_was_frozen_are_a_dead_letter(
     reason = letters[0][1]["sluicegate.reason"]
     gone = f"left retention unread: offsets {gap_first} to {gap_last} ({gap_last - gap_first + 1})"
     assert reason.startswith(gone.encode())
+    assert letters[0][1]["sluicegate.kind"] == b"unread"
     assert "left retention unread" in log
     assert f" expired={gap_last - gap_first + 1} " in log  # the closing line
     rejoined = log.count("assigned [0]") - 1

@@ -105,6 +105,7 @@ def test_an_output_the_broker_refuses_is_isolated(toy_settings: Settings) -> Non
     assert value == poison[1]
     assert b"MSG_SIZE_TOO_LARGE" in headers["sluicegate.reason"]
     assert headers["sluicegate.origin"].startswith(settings.topic_named("in").encode())
+    assert headers["sluicegate.kind"] == b"unrecordable"
     ((answer),) = refused
     assert answer["record_id"] == poison_id[:64] and "MSG_SIZE_TOO_LARGE" in answer["reason"]
 

@@ -74,6 +74,7 @@ def _assert_the_move_is_recorded(settings: Settings) -> None:
     value, headers = letter
     assert value == b""
     assert headers["sluicegate.origin"] == f"{settings.topic_named('in')}[0]@5".encode()
+    assert headers["sluicegate.kind"] == b"moved"
     reason = headers["sluicegate.reason"].decode()
     assert reason.startswith("the topic was deleted and created again after this state's")
     assert "position 5 was in the topic before; the new one is read from its start, offset 0" in (

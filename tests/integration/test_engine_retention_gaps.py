@@ -100,6 +100,7 @@ def test_records_that_left_retention_unread_get_a_dead_letter_and_the_rest_is_de
     value, headers = letter
     assert value == b""
     assert headers["sluicegate.origin"] == f"{settings.topic_named('in')}[0]@5..7".encode()
+    assert headers["sluicegate.kind"] == b"unread"
     assert headers["sluicegate.reason"].startswith(
         b"left retention unread: offsets 5 to 7 (3), deleted"
     )
@@ -114,6 +115,7 @@ def test_records_that_left_retention_unread_get_a_dead_letter_and_the_rest_is_de
     assert line["headers"] == {
         "sluicegate.origin": f"{settings.topic_named('in')}[0]@5..7",
         "sluicegate.reason": headers["sluicegate.reason"].decode(),
+        "sluicegate.kind": "unread",
     }
     assert line["decode_error"] == "no value"
 
@@ -139,6 +141,7 @@ def test_an_input_topic_created_again_is_read_from_its_start_and_the_move_record
     assert set(admitted(settings).values()) == {1}
     (letter,) = dead_letters(settings)
     assert letter[1]["sluicegate.origin"] == f"{topic}[0]@5".encode()
+    assert letter[1]["sluicegate.kind"] == b"moved"
     assert letter[1]["sluicegate.reason"].startswith(b"position 5 lies beyond the partition's end")
     assert processor.stats.expired == 0
     assert processor.stats.records == 2

@@ -37,13 +37,23 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 GAP_REASON = "left retention unread: offsets 5 to 7 (3), deleted before this instance read them"
 
 
-def _letters(settings: Settings, valid: bytes) -> list[tuple[bytes | None, str, str]]:
-    """(value, reason, origin) of three dead letters as the engine writes them."""
+Letter = tuple[bytes | None, str, str, str | None]
+
+
+def _letters(settings: Settings, valid: bytes) -> list[Letter]:
+    """(value, reason, origin, kind) of four dead letters as the engine writes them, the last
+    as it did before kinds were (no header)."""
     prefix = settings.topic_prefix
     return [
-        (b"\xff\x00not avro", "undecodable: bad magic", f"{prefix}deliveries[1]@40"),
-        (valid, "cannot_be_recorded: over max.message.bytes", f"{prefix}deliveries[0]@41"),
-        (None, GAP_REASON, f"{prefix}deliveries[2]@5..7"),
+        (b"\xff\x00not avro", "undecodable: bad magic", f"{prefix}deliveries[1]@40", "undecodable"),
+        (
+            valid,
+            "cannot_be_recorded: over max.message.bytes",
+            f"{prefix}deliveries[0]@41",
+            "unrecordable",
+        ),
+        (None, GAP_REASON, f"{prefix}deliveries[2]@5..7", "unread"),
+        (b"\x00", "undecodable: before 0.2.0", f"{prefix}deliveries[2]@9", None),
     ]
 
 
@@ -57,22 +67,24 @@ def settings() -> Iterator[Settings]:
     cleanup(s)
 
 
-def _produce(settings: Settings, letters: list[tuple[bytes | None, str, str]]) -> None:
+def _produce(settings: Settings, letters: list[Letter]) -> None:
     producer = Producer(settings.producer_config())
-    for value, reason, origin in letters:
+    for value, reason, origin, kind in letters:
         headers: list[tuple[str, str | bytes | None]] = [
             ("sluicegate.reason", reason.encode()),
             ("sluicegate.origin", origin.encode()),
         ]
+        if kind is not None:
+            headers.append(("sluicegate.kind", kind.encode()))
         producer.produce(settings.topic_named("dead-letters"), value, b"k", headers=headers)
     assert producer.flush(30) == 0
 
 
 def _rows(conn: psycopg.Connection[Any], schema: str) -> list[tuple[Any, ...]]:
     return conn.execute(
-        sql.SQL("SELECT src_offset, key, reason, origin, value FROM {} ORDER BY src_offset").format(
-            sql.Identifier(schema, "dead_letters")
-        )
+        sql.SQL(
+            "SELECT src_offset, key, kind, reason, origin, value FROM {} ORDER BY src_offset"
+        ).format(sql.Identifier(schema, "dead_letters"))
     ).fetchall()
 
 
@@ -98,14 +110,20 @@ def test_dead_letters_are_rows_of_their_own_and_survive_a_rebuild(settings: Sett
         projector.run_until(timeout_s=60)
     schema = schema_name(settings.topic_prefix)
     expected = [
-        (n, "k", reason, origin, value) for n, (value, reason, origin) in enumerate(letters)
+        (n, "k", kind or "", reason, origin, value)
+        for n, (value, reason, origin, kind) in enumerate(letters)
     ]
     with connect(settings.pg_dsn, autocommit=True) as conn:
         assert _rows(conn, schema) == expected
         # Never decoded: the valid record among them is no event, and nothing is parked.
         assert _from_dead_letters(conn, schema, "event_log") == 0
         assert _from_dead_letters(conn, schema, "parked") == 0
-        assert queries.get_dead_letter_count(conn, schema) == 3
+        assert queries.get_dead_letter_counts(conn, schema) == {
+            "undecodable": 1,
+            "unrecordable": 1,
+            "unread": 1,
+            "": 1,
+        }
 
     assert rebuild(settings).swapped
     with connect(settings.pg_dsn, autocommit=True) as conn:
@@ -113,19 +131,28 @@ def test_dead_letters_are_rows_of_their_own_and_survive_a_rebuild(settings: Sett
 
     async def read(client: TestClient[Any, Any]) -> None:
         first = await (await client.get("/v1/dead-letters?limit=2")).json()
-        assert first["total"] == 3 and first["page"] == {"from": 0, "limit": 2, "next": 2}
-        assert [d["reason"] for d in first["dead_letters"]] == [r for _, r, _ in letters[:2]]
+        assert first["total"] == 4 and first["page"] == {"from": 0, "limit": 2, "next": 2}
+        assert [d["reason"] for d in first["dead_letters"]] == [r for _, r, _, _ in letters[:2]]
+        assert [d["kind"] for d in first["dead_letters"]] == ["undecodable", "unrecordable"]
         assert first["dead_letters"][0]["value_bytes"] == len(b"\xff\x00not avro")
-        rest = await (await client.get("/v1/dead-letters?from=2")).json()
+        rest = await (await client.get("/v1/dead-letters?from=2&limit=1")).json()
         (gap,) = rest["dead_letters"]
         assert (gap["origin"], gap["value_bytes"], rest["page"]["next"]) == (
             letters[2][2],
             None,
-            None,
+            3,
         )
-        refused = await client.get("/v1/dead-letters?limit=0")
-        assert refused.status == 400
-        assert (await refused.json())["error"]["code"] == "invalid_query"
+        unread = await (await client.get("/v1/dead-letters?kind=unread")).json()
+        assert [d["origin"] for d in unread["dead_letters"]] == [letters[2][2]]
+        assert unread["total"] == 1 and unread["page"]["next"] is None
+        for query in ("limit=0", "kind=lost", "kind="):
+            refused = await client.get(f"/v1/dead-letters?{query}")
+            assert refused.status == 400
+            assert (await refused.json())["error"]["code"] == "invalid_query"
+        metrics = await (await client.get("/metrics")).text()
+        assert 'sluicegate_dead_letters_total{kind="unread"} 1\n' in metrics
+        assert 'sluicegate_dead_letters_total{kind="moved"} 0\n' in metrics
+        assert 'sluicegate_dead_letters_total{kind=""} 1\n' in metrics
 
     with_client(settings, read)
 
@@ -142,4 +169,4 @@ def test_a_rebuild_refuses_to_drop_dead_letters_that_left_the_topic(settings: Se
         refused.value
     )
     with connect(settings.pg_dsn, autocommit=True) as conn:
-        assert len(_rows(conn, schema_name(settings.topic_prefix))) == 3
+        assert len(_rows(conn, schema_name(settings.topic_prefix))) == 4

@@ -87,11 +87,14 @@ def test_a_gap_is_one_dead_letter_and_counted_as_offsets_that_went() -> None:
     assert dict(emitted[0][3]) == {
         "sluicegate.reason": b"left retention unread: offsets 5 to 8 (4)",
         "sluicegate.origin": b"p.in[2]@5..8",
+        "sluicegate.kind": b"unread",
     }
-    assert (
-        dict(emitted[1][3])["sluicegate.reason"]
-        == b"left retention unread: offsets 5 to 8 (4); too big"
-    )
+    isolated = dict(emitted[1][3])
+    assert isolated["sluicegate.reason"] == b"left retention unread: offsets 5 to 8 (4); too big"
+    assert isolated["sluicegate.kind"] == b"unread"  # the gap's kind: its offsets went unread
+    moved = Expired("p.in", 0, 12, 0, "position 12 lies beyond the partition's end 3")
+    decider.apply(moved, now=0)
+    assert dict(emitted[2][3])["sluicegate.kind"] == b"moved"
 
     stats = ProcessorStats()
     stats.count([GAP, _input(2, 9), Isolated(GAP, "too big", bare=True)], events=0)

@@ -153,13 +153,22 @@ def test_a_refused_dispatch_is_counted_once_and_an_eviction_keeps_every_row() ->
 
 def test_a_dead_letter_is_one_row_from_its_headers_whatever_their_form() -> None:
     source = Source("dead-letters", 0, 12, "k", 1_000)
-    as_list = [("sluicegate.reason", b"left retention unread"), ("sluicegate.origin", b"d[1]@3..4")]
-    as_dict = {"sluicegate.reason": "left retention unread", "sluicegate.origin": "d[1]@3..4"}
+    as_list = [
+        ("sluicegate.reason", b"left retention unread"),
+        ("sluicegate.origin", b"d[1]@3..4"),
+        ("sluicegate.kind", b"unread"),
+    ]
+    as_dict = {
+        "sluicegate.reason": "left retention unread",
+        "sluicegate.origin": "d[1]@3..4",
+        "sluicegate.kind": "unread",
+    }
     expected = {
         "src_topic": "dead-letters",
         "src_partition": 0,
         "src_offset": 12,
         "key": "k",
+        "kind": "unread",
         "reason": "left retention unread",
         "origin": "d[1]@3..4",
         "value": None,
@@ -169,7 +178,8 @@ def test_a_dead_letter_is_one_row_from_its_headers_whatever_their_form() -> None
     assert dead_letter(source, dict(as_dict), None) == [("dead_letters", expected)]
     # Written by some other producer: kept all the same, bytes included.
     (bare,) = dead_letter(source, None, b"\xff")
-    assert bare[1]["reason"] == bare[1]["origin"] == "" and bare[1]["value"] == b"\xff"
+    assert bare[1]["reason"] == bare[1]["origin"] == bare[1]["kind"] == ""
+    assert bare[1]["value"] == b"\xff"
 
 
 def test_metrics_text() -> None:
@@ -177,13 +187,25 @@ def test_metrics_text() -> None:
         {"deliveries": 3, "duplicates": {'we"ird\\': 1}, "holds": 2},
         [{"topic": "runs", "partition": 0, "next_offset": 9}],
         parked=1,
-        dead_letters=4,
+        dead_letters={"unread": 3, "": 1},
     )
     assert "# TYPE sluicegate_deliveries_total counter\nsluicegate_deliveries_total 3" in text
     assert 'sluicegate_duplicates_total{reason="we\\"ird\\\\"} 1' in text
     assert "# TYPE sluicegate_holds gauge\nsluicegate_holds 2" in text
     assert 'sluicegate_projection_offset{topic="runs",partition="0"} 9' in text
-    assert "# TYPE sluicegate_dead_letters_total counter\nsluicegate_dead_letters_total 4" in text
+    # Every kind has its series from the start; letters from before kinds were, their own.
+    assert (
+        "# TYPE sluicegate_dead_letters_total counter\n"
+        'sluicegate_dead_letters_total{kind=""} 1\n'
+        'sluicegate_dead_letters_total{kind="moved"} 0\n'
+        'sluicegate_dead_letters_total{kind="undecodable"} 0\n'
+        'sluicegate_dead_letters_total{kind="unread"} 3\n'
+        'sluicegate_dead_letters_total{kind="unrecordable"} 0\n'
+    ) in text
+    assert 'sluicegate_dead_letters_total{kind="' in render({}, [], parked=0)
+    hostile = render({}, [], parked=0, dead_letters={'x"\n': 2, "y" * 500: 3, "moved": 1})
+    assert 'sluicegate_dead_letters_total{kind="other"} 5\n' in hostile
+    assert 'sluicegate_dead_letters_total{kind="moved"} 1\n' in hostile
     assert text.endswith("\n")
 
 
