@@ -19,7 +19,6 @@ from collections.abc import Iterator, Sequence
 import pytest
 
 from streams.engine.processor import Processor
-from streams.kafka.clients import admin_client
 from streams.settings import Settings
 from tests.integration.test_engine_poison import dead_letters
 from tests.support.engine_toy import (
@@ -31,7 +30,7 @@ from tests.support.engine_toy import (
     produce_records,
     record,
 )
-from tests.support.kafka import create_topics, unique_settings, wait_until
+from tests.support.kafka import recreate_topic, unique_settings, wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
 
@@ -54,22 +53,14 @@ def _processor(settings: Settings) -> ToyProcessor:
     return Processor(settings, ToyApp(settings), instance_id="recreated", batch_size=100)
 
 
-def _recreate(settings: Settings) -> None:
-    topic = settings.topic_named("in")
-    admin = admin_client(settings)
-    for future in admin.delete_topics([topic]).values():
-        future.result(timeout=30)
-    wait_until(
-        lambda: topic not in admin.list_topics(timeout=10).topics, timeout_s=60, what="deleted"
-    )
-    create_topics(settings, [(topic, 1, False)])
-
-
 def _decided_once(settings: Settings, wanted: set[str]) -> bool:
     return set(admitted(settings)) >= wanted
 
 
-def _assert_the_move_is_recorded(settings: Settings) -> None:
+def _assert_every_record_decided_once_and_the_move_recorded(settings: Settings) -> None:
+    decided = admitted(settings)
+    assert set(decided) == _OLD | _NEW
+    assert set(decided.values()) == {1}
     (letter,) = dead_letters(settings)
     value, headers = letter
     assert value == b""
@@ -92,7 +83,7 @@ def test_a_topic_created_again_while_the_instance_was_away_is_read_from_its_star
     finally:
         running.stop()
 
-    _recreate(settings)
+    recreate_topic(settings, "in", partitions=1)
     produce_records(settings, _records(_NEW))
     running = Running(_processor(settings))
     try:
@@ -101,10 +92,7 @@ def test_a_topic_created_again_while_the_instance_was_away_is_read_from_its_star
         running.stop()
 
     assert running.error is None
-    decided = admitted(settings)
-    assert set(decided) == _OLD | _NEW
-    assert set(decided.values()) == {1}
-    _assert_the_move_is_recorded(settings)
+    _assert_every_record_decided_once_and_the_move_recorded(settings)
     assert running.processor.stats.records == len(_NEW)
 
 
@@ -135,7 +123,7 @@ def test_a_topic_created_again_while_the_instance_holds_it_is_read_from_its_star
         wait_until(lambda: _decided_once(settings, _OLD), timeout_s=60, what="the old records")
         app.go.clear()
         wait_until(app.held.is_set, timeout_s=30, what="the loop held")
-        _recreate(settings)
+        recreate_topic(settings, "in", partitions=1)
         produce_records(settings, _records(_NEW))
         app.go.set()
         wait_until(lambda: _decided_once(settings, _NEW), timeout_s=120, what="the new records")
@@ -144,7 +132,4 @@ def test_a_topic_created_again_while_the_instance_holds_it_is_read_from_its_star
         running.stop()
 
     assert running.error is None
-    decided = admitted(settings)
-    assert set(decided) == _OLD | _NEW
-    assert set(decided.values()) == {1}
-    _assert_the_move_is_recorded(settings)
+    _assert_every_record_decided_once_and_the_move_recorded(settings)

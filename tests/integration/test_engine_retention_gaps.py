@@ -36,7 +36,7 @@ from tests.support.engine_toy import (
     produce_records,
     record,
 )
-from tests.support.kafka import create_topics, expire_records, unique_settings, wait_until
+from tests.support.kafka import expire_records, recreate_topic, unique_settings, wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
 
@@ -127,14 +127,8 @@ def test_an_input_topic_created_again_is_read_from_its_start_and_the_move_record
     _run_until(settings, {f"r{n}" for n in range(5)})
 
     _forget_topic_ids(settings)
+    recreate_topic(settings, "in", partitions=1)
     topic = settings.topic_named("in")
-    admin = admin_client(settings)
-    for future in admin.delete_topics([topic]).values():
-        future.result(timeout=30)
-    wait_until(
-        lambda: topic not in admin.list_topics(timeout=10).topics, timeout_s=60, what="deleted"
-    )
-    create_topics(settings, [(topic, 1, False)])
     produce_records(settings, _records(5, 6))  # offsets 0 and 1 of the new topic
     processor = _run_until(settings, {"r5", "r6"})
 

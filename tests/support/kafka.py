@@ -230,6 +230,19 @@ def set_topic_config(settings: Settings, short_name: str, config: dict[str, str]
     wait_until(visible, timeout_s=30, what=f"{short_name} to show {config}")
 
 
+def recreate_topic(settings: Settings, short_name: str, partitions: int) -> None:
+    """Delete a test's topic and create it again under its name (empty, a new topic id,
+    offsets from 0), as an operator's ``kafka-topics --delete`` and ``--create`` would."""
+    topic = settings.topic_named(short_name)
+    admin = admin_client(settings)
+    for future in admin.delete_topics([topic]).values():
+        future.result(timeout=30)
+    wait_until(
+        lambda: topic not in admin.list_topics(timeout=10).topics, timeout_s=60, what="deleted"
+    )
+    create_topics(settings, [(topic, partitions, False)])
+
+
 def expire_records(settings: Settings, topic: str, partition: int, before: int) -> None:
     """Move the start of ``topic`` (short name) partition ``partition`` to offset ``before``,
     as retention deleting its first segments does (``DeleteRecords``)."""
