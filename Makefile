@@ -59,9 +59,16 @@ drills: up
 # is compiled), then everything against the core as built.
 INTERPRETED_TESTS := tests/unit/test_core_*.py tests/unit/test_admission_*.py \
 	tests/unit/test_ingest_*.py tests/unit/test_native_core.py tests/unit/test_binary_reader.py
+
+# Most tests wait on the broker, not the CPU: the suite runs on TEST_WORKERS pytest-xdist
+# workers side by side, each test under its own topic prefix, group and schema. The tests that
+# stop the broker or PostgreSQL (marked exclusive, tests/support/alone.py) run alone after.
+TEST_WORKERS ?= 4
 test: up lint typecheck
 	$(BIN)/python -m pytest -q -p no:cacheprovider -p tests.support.interpreted $(INTERPRETED_TESTS)
-	$(BIN)/python -m pytest -q -p no:cacheprovider --durations=20 tests $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --durations=20 \
+		-m "not exclusive" tests $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q -p no:cacheprovider --durations=5 -m exclusive tests $(PYTEST_ARGS)
 
 # Not part of `make test`: about 16 minutes on 2 cores (README, "Benchmarks"); writes docs/benchmarks.md and .png.
 $(BIN)/.bench-installed: pyproject.toml $(BIN)/.installed

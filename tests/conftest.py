@@ -8,6 +8,7 @@ import os
 import shutil
 from collections.abc import Iterable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -45,3 +46,28 @@ def _module_topics() -> Iterator[None]:
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     _clean(ISSUED_PREFIXES)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_report_to_serializable(config: pytest.Config, report: Any) -> Any:
+    """A report an xdist worker sends its controller, with every lone surrogate escaped.
+
+    Hostile-bytes tests log and print text decoded with ``surrogateescape``; the workers'
+    channel encodes strings as strict UTF-8, and one such string in a captured log would
+    kill the worker and lose the tests it had left.
+    """
+    return _encodable((yield))
+
+
+def _encodable(value: Any) -> Any:
+    if isinstance(value, str):
+        try:
+            value.encode()
+        except UnicodeEncodeError:
+            return value.encode("utf-8", "backslashreplace").decode()
+        return value
+    if isinstance(value, dict):
+        return {k: _encodable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return type(value)(_encodable(v) for v in value)
+    return value

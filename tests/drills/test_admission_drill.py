@@ -172,6 +172,7 @@ def test_instances_stopped_with_sigstop_past_both_timeouts_resume_and_rejoin(
 TOOK_ALL = "assigned [0, 1, 2, 3, 4, 5]"
 
 
+@pytest.mark.exclusive
 def test_a_processor_rides_out_a_broker_restart(
     drill_harness: AdmissionHarness, tmp_path: Path
 ) -> None:
@@ -217,6 +218,7 @@ RESTORE_RECORDS = 400_000
 """Changelog records (states and their timers) the broker-outage-mid-restore drill restores."""
 
 
+@pytest.mark.exclusive
 def test_a_processor_rides_out_a_broker_restart_in_the_middle_of_a_restore(
     drill_harness: AdmissionHarness, tmp_path: Path
 ) -> None:

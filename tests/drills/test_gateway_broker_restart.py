@@ -28,7 +28,7 @@ from tests.support.admission_drill import broker
 from tests.support.kafka import unique_settings, wait_until
 from tests.support.venue import VenueProcess, running_venue
 
-pytestmark = [pytest.mark.drill, pytest.mark.timeout(600)]
+pytestmark = [pytest.mark.drill, pytest.mark.exclusive, pytest.mark.timeout(600)]
 
 RUNS = 12
 

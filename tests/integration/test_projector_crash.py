@@ -35,6 +35,7 @@ from projections.projector import Projector
 from projections.rebuild import stored_offsets
 from projections.store import Offsets
 from streams.settings import Settings
+from tests.support.alone import require_alone
 from tests.support.history import (
     build_history,
     fresh_topics,
@@ -231,8 +232,10 @@ def _can_restart_postgres() -> bool:
     return shutil.which("pg_ctlcluster") is not None and _as_root() is not None
 
 
+@pytest.mark.exclusive
 @pytest.mark.skipif(not _can_restart_postgres(), reason="needs pg_ctlcluster as root or sudo -n")
 def test_postgres_restart_mid_stream_leaves_the_same_tables(settings: Settings) -> None:
+    require_alone("pg_ctlcluster restart")
     rng = random.Random(8)
     history = build_history(rng, 400)
     produce_history(settings, history, rng=rng, transaction_size=400, abort_every=7)

@@ -20,6 +20,7 @@ from streams.engine.store import state_key, timer_key
 from streams.kafka.clients import transactional_producer
 from streams.settings import Settings
 from tests.support.admission import OUTCOMES, AdmissionHarness, candle, delivery_for
+from tests.support.alone import require_alone
 from tests.support.component_process import ROOT
 from tests.support.kafka import read_topic, wait_until
 
@@ -151,4 +152,5 @@ def write_changelog(settings: Settings, records: int) -> int:
 def broker(command: str) -> None:
     """``scripts/kafka/kafka.sh down|up``: the local broker, stopped or started again (its
     data stays)."""
+    require_alone(f"kafka.sh {command}")
     subprocess.run(["bash", str(ROOT / "scripts" / "kafka" / "kafka.sh"), command], check=True)
