@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 from tests.support.alone import NotAlone, require_alone
 
@@ -21,6 +22,13 @@ def test_stopping_a_shared_service_beside_other_tests_is_refused(
         require_alone("kafka.sh down")
     monkeypatch.delenv("PYTEST_XDIST_WORKER")
     require_alone("kafka.sh down")  # alone: allowed
+
+
+def test_hypothesis_examples_have_no_wall_clock_deadline() -> None:
+    """Workers share the cores: a deadline would fail a correct test on a busy machine."""
+    current = settings.default
+    assert current is not None and current.deadline is None
+    assert HealthCheck.too_slow in current.suppress_health_check
 
 
 def test_a_captured_lone_surrogate_neither_kills_a_worker_nor_loses_tests(
