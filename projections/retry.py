@@ -10,8 +10,6 @@ starts the count again.
 
 from __future__ import annotations
 
-import psycopg
-
 FIRST_WAIT_S = 1.0
 LONGEST_WAIT_S = 30.0
 """As the engine's restore retries wait. While it waits the projector counts as waiting for
@@ -36,7 +34,7 @@ class FailuresInARow:
         self.count = 0
 
 
-def one_line(error: psycopg.Error) -> str:
+def one_line(error: BaseException) -> str:
     """``error`` as one log line: PostgreSQL's message, hint and context, and any note
     added to it (who holds a lock), joined by "; "."""
     notes: list[str] = getattr(error, "__notes__", [])

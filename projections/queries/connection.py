@@ -26,7 +26,10 @@ Json = dict[str, Any]
 T = TypeVar("T")
 
 
-PROJECTOR_HINT = "is `sluicegate projector` running and caught up?"
+PROJECTOR_HINT = (
+    "is `sluicegate projector` running and caught up, or was it pruned "
+    "(`sluicegate projections prune`)?"
+)
 
 
 def iso(ms: int | None) -> str | None:

@@ -1,5 +1,5 @@
 """``sluicegate projector``, ``sluicegate projections rebuild [--verify]`` and
-``sluicegate projections check``."""
+``sluicegate projections check`` (and ``prune``, from :mod:`.prune`)."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 from projections.share import Share
 from sluicegate.commands.engine import add_health_option, serve_probes
 from sluicegate.commands.options import positive_wait_seconds
+from sluicegate.commands.prune import add_prune, add_prune_every_option, prune_schedule
 from sluicegate.probes import LoopProbes
 from streams.heartbeat import Heartbeat
 from streams.settings import load_settings
@@ -22,6 +23,7 @@ from streams.text import parse_whole
 
 if TYPE_CHECKING:
     from projections.projector import Projector
+    from projections.prune_schedule import PruneSchedule
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -39,6 +41,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="project only the partitions whose number is K modulo N; run N projectors "
         "(0/N to N-1/N) to share the work (default: every partition)",
     )
+    add_prune_every_option(projector)
     add_health_option(projector)
     projector.set_defaults(func=cmd_projector)
 
@@ -92,6 +95,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="how long to wait for PostgreSQL (default 30)",
     )
     check.set_defaults(func=cmd_check)
+    add_prune(psub)
 
 
 MUST_REBUILD = 3
@@ -99,9 +103,9 @@ MUST_REBUILD = 3
 and created again since (or whose Kafka data was reset): only a rebuild can resume it."""
 
 
-def projector_probes(projector: Projector) -> LoopProbes:
+def projector_probes(projector: Projector, schedule: PruneSchedule | None = None) -> LoopProbes:
     """The projector's ``/healthz`` (:meth:`Projector.alive`) and ``/readyz`` (connected to
-    PostgreSQL), with its counts."""
+    PostgreSQL), with its counts and its prune schedule's (``prune``: ``null`` without one)."""
 
     def details() -> dict[str, object]:
         stats = projector.stats
@@ -115,6 +119,7 @@ def projector_probes(projector: Projector) -> LoopProbes:
             "reconnects": stats.reconnects,
             "reseeks": stats.reseeks,
             "stalled_shares": projector.siblings.labels() if projector.siblings else [],
+            "prune": None if schedule is None else schedule.details(),
         }
 
     return LoopProbes(
@@ -182,10 +187,13 @@ def cmd_projector(args: argparse.Namespace) -> int:
         heart = Heartbeat.from_environment()  # under `sluicegate serve`
         if heart is not None:
             heart.keep_beating(lambda: projector.alive(time.monotonic()), stop)
-        probes = serve_probes(projector_probes(projector), args.health)
+        schedule = prune_schedule(settings, args.prune_every, args.share)
+        probes = serve_probes(projector_probes(projector, schedule), args.health)
         try:
             projector.run()
         finally:
+            if schedule is not None:
+                schedule.close()
             if probes is not None:
                 probes.close()
             stats = projector.stats

@@ -1,0 +1,333 @@
+"""Prune the read model: occurrences the engine has forgotten and the topics no longer hold.
+
+The projector keeps every row it wrote; the topics keep 14 to 30 days and the engine forgets
+an occurrence once its retention has passed. :func:`prune` deletes an occurrence (an
+admission key) with every row built from its records when all three hold, checked in the
+transaction that deletes it:
+
+1. **The processor evicted it** (an ``evictions`` row, from ``AdmissionRecordEvicted``): a
+   repeat of it is rejected beyond the horizon, never admitted or deduplicated against its
+   runs, so no later record can point at a run that is gone.
+2. **Nothing else holds one of its runs**: the run never reached the gateway (no dispatch,
+   or only dispatches the gateway refused) or the gateway evicted its journal
+   (``JournalEvicted``, written only once every action settled, no hold and no recovery
+   open); and the gate decided every candidate of it.
+3. **None of its records is still in a topic**: every ``event_log`` row naming the key or one
+   of its runs lies below its partition's first offset (retention took it), or came from a
+   topic deleted since. A rebuild could not bring any of its rows back, so ``projections
+   rebuild --verify`` afterwards reports nothing it did not report before (only the pruned
+   rows' "only in live" are gone).
+
+Deleted: the rows of :data:`BY_KEY` naming the key and of :data:`BY_RUN` naming one of its
+runs. Kept (:data:`KEPT`): the counters (totals of everything ever projected: ``/v1/stats``
+and ``/metrics`` never go down), workflows, scopes, parked records, dead letters, retention
+gaps and the offsets.
+
+Keys are examined in order, ``batch`` evicted keys per transaction; each transaction holds
+the writers' lock of the schema, so the live projector's next batch waits for at most one
+batch of deletes, and a prune never interleaves with a batch, a rebuild's swap or
+``--verify``'s comparison. Stopping a prune (Ctrl-C, kill) loses only the batch in flight;
+running it again carries on. A dry run does every batch's work and rolls it back: its
+figures are exact for that moment.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import psycopg
+from psycopg import sql
+
+from projections import topic_ids
+from projections.db import connect, lock_key, schema_exists, schema_name, table
+from projections.errors import ProjectionUnavailable
+from projections.history import deleted_topics, same_topics
+from projections.migrate import migrate
+from projections.sources import Sources, source_topics
+from projections.store import Offsets
+from streams.settings import Settings
+
+BATCH = 500
+"""Evicted keys examined per transaction."""
+
+BY_KEY: tuple[str, ...] = ("event_log", "deliveries", "delivery_outcomes", "runs", "evictions")
+"""Tables whose rows of an occurrence are found by ``admission_key`` (each has an index on it)."""
+BY_RUN: tuple[str, ...] = (
+    "event_log",
+    "run_status",
+    "branch_launches",
+    "branch_reports",
+    "branch_slots",
+    "rerun_requests",
+    "rerun_rejections",
+    "dispatches",
+    "journal_intents",
+    "journal_attempts",
+    "journal_receipts",
+    "journal_holds",
+    "journal_hold_resolutions",
+    "journal_expirations",
+    "journal_checkpoints",
+    "journal_recoveries",
+    "journal_recovery_receipts",
+    "journal_refusals",
+    "action_status",
+    "candidates",
+    "candidate_outcomes",
+)
+"""Tables whose rows of an occurrence are found by ``run_id`` (each has an index leading with
+it, migration 010 added the last six)."""
+KEPT: dict[str, str] = {
+    "meta": "the schema's own facts",
+    "offsets": "where the projector resumes",
+    "counters": "totals of everything ever projected",
+    "parked": "records that could not be decoded, named by offset only",
+    "dead_letters": "what the stream apps could not decide, for the operator",
+    "retention_gaps": "records the read model never had",
+    "topic_ids": "which topics the offsets name",
+    "workflows": "revisions, shared by every occurrence of a destination",
+    "scope_generations": "the gate's scopes, kept as long as the deployment",
+}
+"""Tables prune never touches, and why."""
+
+_GONE = 2**63 - 1
+"""A bound no offset reaches: every record of a deleted topic is gone from it."""
+
+
+@dataclass
+class PruneReport:
+    """What one :func:`prune` did (or, for a dry run, would have done)."""
+
+    schema: str
+    dry_run: bool
+    examined: int = 0
+    """Evicted occurrences looked at."""
+    pruned: int = 0
+    """Occurrences deleted."""
+    runs: int = 0
+    """Their runs."""
+    in_topics: int = 0
+    """Evicted occurrences kept: a record of theirs is still in a topic."""
+    held: int = 0
+    """Evicted occurrences kept: a run of theirs is not done with the gateway or the gate."""
+    rows: Counter[str] = field(default_factory=Counter)
+    """Rows deleted per table."""
+    stopped: bool = False
+    """Whether it was told to stop before it had examined every evicted occurrence."""
+
+    def describe(self) -> str:
+        did = "would prune" if self.dry_run else "pruned"
+        rows = sum(self.rows.values())
+        text = (
+            f"projections prune: {did} {self.pruned:,} occurrences ({self.runs:,} runs, "
+            f"{rows:,} rows) of {self.examined:,} evicted in schema {self.schema}; kept "
+            f"{self.in_topics:,} whose records are still in the topics and {self.held:,} "
+            "with a run the gateway or the gate still holds"
+        )
+        if self.dry_run:
+            text += " (dry run: nothing deleted)"
+        if self.stopped:
+            text += " (stopped before the end: the next prune goes on)"
+        return text
+
+    def table_lines(self) -> list[str]:
+        return [f"  {name} {count:,}" for name, count in sorted(self.rows.items()) if count]
+
+
+@dataclass(frozen=True)
+class _Bounds:
+    """Where each source partition starts now, and the topics deleted since."""
+
+    starts: Offsets
+    deleted: frozenset[str]
+
+    def arrays(self) -> tuple[list[str], list[int], list[int]]:
+        ordered = sorted(self.starts.items())
+        return [t for (t, _), _ in ordered], [p for (_, p), _ in ordered], [o for _, o in ordered]
+
+
+def prune(
+    settings: Settings,
+    *,
+    dry_run: bool = False,
+    batch: int = BATCH,
+    on_batch: Callable[[PruneReport], None] | None = None,
+    stop: threading.Event | None = None,
+) -> PruneReport:
+    """Prune the read model of ``settings`` (see the module docstring); ``on_batch`` sees
+    the report after every batch, and once ``stop`` is set no further batch starts (the
+    report says ``stopped``). Raises :class:`ProjectionUnavailable` when PostgreSQL cannot
+    be reached or the schema does not exist."""
+    if batch < 1:
+        raise ValueError("batch must be at least 1")
+    live = schema_name(settings.topic_prefix)
+    report = PruneReport(live, dry_run)
+    with connect(settings.pg_dsn, autocommit=True) as conn:
+        if not schema_exists(conn, live):
+            raise ProjectionUnavailable(f"no read model in schema {live}: nothing to prune")
+        migrate(conn, live, settings.topic_prefix)
+        bounds = _bounds(settings, conn, live)
+        after = ""
+        while True:
+            if stop is not None and stop.is_set():
+                report.stopped = True
+                return report
+            with conn.transaction():
+                conn.execute("SELECT pg_advisory_xact_lock(%s)", (lock_key(live),))
+                last = _batch(conn, live, bounds, after=after, size=batch, report=report)
+                if dry_run:
+                    raise psycopg.Rollback()  # the figures stand; the rows stay
+            if on_batch is not None:
+                on_batch(report)
+            if last is None:
+                return report
+            after = last
+
+
+def _bounds(settings: Settings, conn: psycopg.Connection[Any], live: str) -> _Bounds:
+    sources = Sources(settings, live, source_topics())
+    try:
+        starts = sources.start_offsets()
+        ids = sources.topic_ids({topic for topic, _ in starts})
+    finally:
+        sources.close()
+    recorded = topic_ids.recorded(conn, live)
+    same = same_topics(recorded, ids)
+    return _Bounds(
+        {tp: o for tp, o in starts.items() if tp[0] in same},
+        frozenset(deleted_topics(recorded, ids)),
+    )
+
+
+def _batch(
+    conn: psycopg.Connection[Any],
+    live: str,
+    bounds: _Bounds,
+    *,
+    after: str,
+    size: int,
+    report: PruneReport,
+) -> str | None:
+    """Examine the next ``size`` evicted keys after ``after``, delete the prunable ones;
+    the last key examined, or ``None`` when there were no more."""
+    evicted = conn.execute(
+        sql.SQL(
+            "SELECT admission_key, run_ids FROM {} WHERE admission_key > %s "
+            "ORDER BY admission_key LIMIT %s"
+        ).format(table(live, "evictions")),
+        (after, size),
+    ).fetchall()
+    if not evicted:
+        return None
+    keys = [str(k) for k, _ in evicted]
+    runs_of: dict[str, set[str]] = {k: set(ids or ()) for k, ids in evicted}
+    for run_id, key in conn.execute(
+        sql.SQL("SELECT run_id, admission_key FROM {} WHERE admission_key = ANY(%s)").format(
+            table(live, "runs")
+        ),
+        (keys,),
+    ):
+        runs_of[str(key)].add(str(run_id))
+    key_of = {run: key for key, runs in runs_of.items() for run in runs}
+    held = {key_of[run] for run in _held_runs(conn, live, sorted(key_of))}
+    in_topics = _in_topics(conn, live, keys, key_of, bounds) - held
+    prunable = [k for k in keys if k not in held and k not in in_topics]
+    runs = sorted(run for k in prunable for run in runs_of[k])
+    report.examined += len(keys)
+    report.held += len(held)
+    report.in_topics += len(in_topics)
+    report.pruned += len(prunable)
+    report.runs += len(runs)
+    if prunable:
+        _delete(conn, live, prunable, runs, report.rows)
+    return keys[-1]
+
+
+def _held_runs(conn: psycopg.Connection[Any], live: str, runs: Sequence[str]) -> list[str]:
+    """Those of ``runs`` the gateway has not evicted while it has (or will have) a journal of
+    them, and those with a candidate the gate has not decided."""
+    if not runs:
+        return []
+    query = sql.SQL(
+        "SELECT r.run_id FROM unnest(%s::text[]) AS r(run_id) WHERE "
+        "(NOT EXISTS (SELECT 1 FROM {log} e WHERE e.run_id = r.run_id "
+        "AND e.type = 'JournalEvicted') AND ("
+        "EXISTS (SELECT 1 FROM {status} x WHERE x.run_id = r.run_id) "
+        "OR EXISTS (SELECT 1 FROM {intents} x WHERE x.run_id = r.run_id) "
+        "OR EXISTS (SELECT 1 FROM {checkpoints} x WHERE x.run_id = r.run_id) "
+        "OR EXISTS (SELECT 1 FROM {recoveries} x WHERE x.run_id = r.run_id) "
+        "OR EXISTS (SELECT 1 FROM {dispatches} d WHERE d.run_id = r.run_id AND NOT EXISTS "
+        "(SELECT 1 FROM {refusals} f WHERE f.action_id = d.action_id)))) "
+        "OR EXISTS (SELECT 1 FROM {candidates} c WHERE c.run_id = r.run_id "
+        "AND c.final_at_ms IS NULL)"
+    ).format(
+        log=table(live, "event_log"),
+        status=table(live, "action_status"),
+        intents=table(live, "journal_intents"),
+        checkpoints=table(live, "journal_checkpoints"),
+        recoveries=table(live, "journal_recoveries"),
+        dispatches=table(live, "dispatches"),
+        refusals=table(live, "journal_refusals"),
+        candidates=table(live, "candidates"),
+    )
+    return [str(run_id) for (run_id,) in conn.execute(query, (list(runs),))]
+
+
+def _in_topics(
+    conn: psycopg.Connection[Any],
+    live: str,
+    keys: Sequence[str],
+    key_of: dict[str, str],
+    bounds: _Bounds,
+) -> set[str]:
+    """Those of ``keys`` with a record (its own or one of its runs') still in a topic: at or
+    above its partition's start, or on a partition whose start is unknown."""
+    topics, parts, starts = bounds.arrays()
+    deleted = sorted(bounds.deleted)
+    topics += deleted
+    parts += [-1] * len(deleted)  # any partition: matched by topic below
+    starts += [_GONE] * len(deleted)
+    runs = sorted(key_of)
+    query = sql.SQL(
+        "SELECT DISTINCT x.k FROM ("
+        "SELECT e.admission_key AS k, e.src_topic, e.src_partition, e.src_offset FROM {log} e "
+        "WHERE e.admission_key = ANY(%s) UNION ALL "
+        "SELECT m.k, e.src_topic, e.src_partition, e.src_offset "
+        "FROM unnest(%s::text[], %s::text[]) AS m(run_id, k) JOIN {log} e ON e.run_id = m.run_id"
+        ") x LEFT JOIN unnest(%s::text[], %s::int[], %s::bigint[]) AS b(topic, part, bound) "
+        "ON x.src_topic = b.topic AND (x.src_partition = b.part OR b.part = -1) "
+        "WHERE b.bound IS NULL OR x.src_offset >= b.bound"
+    ).format(log=table(live, "event_log"))
+    params = (list(keys), runs, [key_of[r] for r in runs], topics, parts, starts)
+    return {str(k) for (k,) in conn.execute(query, params)}
+
+
+def _delete(
+    conn: psycopg.Connection[Any],
+    live: str,
+    keys: Sequence[str],
+    runs: Sequence[str],
+    rows: Counter[str],
+) -> None:
+    # Run-keyed rows first: ``runs`` (by key) is what names them.
+    for name in BY_RUN:
+        if runs:
+            rows[name] += _delete_where(conn, live, name, "run_id", runs)
+    for name in BY_KEY:
+        rows[name] += _delete_where(conn, live, name, "admission_key", keys)
+
+
+def _delete_where(
+    conn: psycopg.Connection[Any], live: str, name: str, column: str, values: Sequence[str]
+) -> int:
+    cursor = conn.execute(
+        sql.SQL("DELETE FROM {} WHERE {} = ANY(%s)").format(
+            table(live, name), sql.Identifier(column)
+        ),
+        (list(values),),
+    )
+    return max(cursor.rowcount, 0)
