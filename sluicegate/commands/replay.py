@@ -7,7 +7,14 @@ import os
 import sys
 
 from projections.progress import Progress
-from streams.adapters.replay import ReplayFilter, Writer, parse_time, read_topics, resolve_topics
+from streams.adapters.replay import (
+    Gap,
+    ReplayFilter,
+    Writer,
+    parse_time,
+    read_topics,
+    resolve_topics,
+)
 from streams.settings import load_settings
 
 
@@ -47,9 +54,15 @@ def cmd_replay(args: argparse.Namespace) -> int:
     def total(n: int) -> None:
         bar.total = n
 
+    gaps: list[Gap] = []
+
+    def gap(found: Gap) -> None:
+        gaps.append(found)
+        print(f"replay: {found.describe()}", file=sys.stderr)
+
     written = undecodable = 0
     try:
-        for item in read_topics(settings, topics, filt.since_ms, total, bar.advance):
+        for item in read_topics(settings, topics, filt.since_ms, total, bar.advance, on_gap=gap):
             if item.error is not None:
                 undecodable += 1
                 if not filt.keeps_time(item.timestamp_ms):
@@ -73,4 +86,11 @@ def cmd_replay(args: argparse.Namespace) -> int:
         bar.close()
     if undecodable:
         print(f"replay: {undecodable} message(s) could not be decoded (see above)", file=sys.stderr)
+    if gaps:
+        lost = sum(g.end - g.first for g in gaps)
+        print(
+            f"replay: {lost} offset(s) of {len(gaps)} partition(s) left retention while replay "
+            "read them (see above): the output lacks whatever records they held",
+            file=sys.stderr,
+        )
     return 0

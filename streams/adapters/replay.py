@@ -4,7 +4,8 @@ Reads the chosen topics (default: every source topic) with ``read_committed`` fr
 beginning (or from ``--since``, located with the broker's time index) to their end as it was
 when the replay started, and stops. Each record passes through :class:`ReplayFilter`; the
 survivors are written as JSON lines or CSV. Nothing is committed to Kafka and the projection
-is not involved.
+is not involved. Offsets retention removes before the replay reads them are skipped and
+reported (:class:`Gap`), never skipped in silence.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import Any, TextIO
 
 import orjson
 from confluent_kafka import (
+    Consumer,
     IsolationLevel,
     KafkaError,
     KafkaException,
@@ -161,18 +163,40 @@ def resolve_topics(settings: Settings, names: Sequence[str] | None) -> list[str]
     return result
 
 
+@dataclass(frozen=True)
+class Gap:
+    """Offsets ``first`` to ``end - 1`` of a partition left the topic's retention after the
+    replay started and before it read them: they are not in its output."""
+
+    topic: str
+    """Short name (without the deployment's prefix)."""
+    partition: int
+    first: int
+    end: int
+
+    def describe(self) -> str:
+        return (
+            f"{self.topic}[{self.partition}]: offsets {self.first} to {self.end - 1} left the "
+            "topic's retention before replay read them; they are not in the output"
+        )
+
+
 def read_topics(
     settings: Settings,
     topics: Sequence[str],
     since_ms: int | None = None,
     on_total: Callable[[int], None] | None = None,
     on_message: Callable[[], None] | None = None,
+    *,
+    on_gap: Callable[[Gap], None] | None = None,
 ) -> Iterator[Replayed]:
     """Every committed message of ``topics`` from ``since_ms`` (or the start) to the end.
 
     The end is each partition's last stable offset when the call starts; messages written
     later are not read. Partitions are read concurrently, so the order across partitions is
-    arrival order; within a partition it is offset order.
+    arrival order; within a partition it is offset order. Offsets that retention removes
+    while the replay reads (a partition's start moving past its position) are skipped and
+    told to ``on_gap``, never skipped in silence.
     """
     admin = admin_client(settings)
     consumer = read_committed_consumer(
@@ -181,7 +205,8 @@ def read_topics(
         tuning={
             "enable.auto.offset.store": False,
             "enable.partition.eof": True,
-            "auto.offset.reset": "earliest",
+            # A position retention removed is an error (handled below), not a silent jump.
+            "auto.offset.reset": "error",
             # The end is known: do not let the broker hold empty fetches for long.
             "fetch.wait.max.ms": 50,
         },
@@ -222,6 +247,7 @@ def read_topics(
             return
         consumer.assign([TopicPartition(t, p, starts[(t, p)]) for t, p in sorted(pending)])
         prefix = len(settings.topic_prefix)
+        position = dict(starts)
         while pending:
             for m in consumer.consume(500, 0.05):
                 where = (m.topic() or "", m.partition() or 0)
@@ -229,6 +255,12 @@ def read_topics(
                 if err is not None:
                     if err.code() == KafkaError._PARTITION_EOF:
                         pending.discard(where)
+                    elif err.code() == KafkaError._AUTO_OFFSET_RESET and where in pending:
+                        gap = _skip_removed(admin, consumer, where, position, ends[where])
+                        if gap is not None and on_gap is not None:
+                            on_gap(dataclasses.replace(gap, topic=where[0][prefix:]))
+                        if position[where] >= ends[where]:
+                            pending.discard(where)
                     elif err.fatal():
                         raise FatalKafkaError(f"Kafka consumer failed: {err.str()}")
                     continue
@@ -236,6 +268,7 @@ def read_topics(
                 if where not in pending or offset >= ends[where]:
                     pending.discard(where)
                     continue
+                position[where] = offset + 1
                 if offset + 1 >= ends[where]:
                     pending.discard(where)
                 if on_message is not None:
@@ -268,6 +301,28 @@ def read_topics(
                 )
     finally:
         consumer.close()
+
+
+def _skip_removed(
+    admin: AdminClient,
+    consumer: Consumer,
+    where: tuple[str, int],
+    position: dict[tuple[str, int], int],
+    end: int,
+) -> Gap | None:
+    """The partition's position was removed by retention: move ``position`` to its new start
+    (seeking there unless that is at or past ``end``: the caller stops reading it) and return
+    the offsets skipped, if any."""
+    topic, partition = where
+    first = position[where]
+    start = _offsets(admin, [TopicPartition(topic, partition)], _EARLIEST)[where]
+    position[where] = max(start, first)
+    if position[where] < end:
+        # The consumer stopped the partition (no seek out of that state): assign it afresh.
+        consumer.incremental_unassign([TopicPartition(topic, partition)])
+        consumer.incremental_assign([TopicPartition(topic, partition, position[where])])
+    skipped_to = min(position[where], end)
+    return Gap(topic, partition, first, skipped_to) if skipped_to > first else None
 
 
 def _offsets(
