@@ -5,9 +5,11 @@ an occurrence once its retention has passed. :func:`prune` deletes an occurrence
 admission key) with every row built from its records when all three hold, checked in the
 transaction that deletes it:
 
-1. **The processor evicted it** (an ``evictions`` row, from ``AdmissionRecordEvicted``): a
-   repeat of it is rejected beyond the horizon, never admitted or deduplicated against its
-   runs, so no later record can point at a run that is gone.
+1. **The processor holds nothing of it**: it evicted it (an ``evictions`` row, from
+   ``AdmissionRecordEvicted``), so a repeat of it is rejected beyond the horizon, never
+   admitted or deduplicated against its runs, and no later record can point at a run that
+   is gone; or it never admitted it (every delivery of it was rejected: beyond the horizon,
+   for an unknown destination), so it has no runs at all.
 2. **Nothing else holds one of its runs**: the run never reached the gateway (no dispatch,
    or only dispatches the gateway refused) or the gateway evicted its journal
    (``JournalEvicted``, written only once every action settled, no hold and no recovery
@@ -23,12 +25,12 @@ runs. Kept (:data:`KEPT`): the counters (totals of everything ever projected: ``
 and ``/metrics`` never go down), workflows, scopes, parked records, dead letters, retention
 gaps and the offsets.
 
-Keys are examined in order, ``batch`` evicted keys per transaction; each transaction holds
-the writers' lock of the schema, so the live projector's next batch waits for at most one
-batch of deletes, and a prune never interleaves with a batch, a rebuild's swap or
-``--verify``'s comparison. Stopping a prune (Ctrl-C, kill) loses only the batch in flight;
-running it again carries on. A dry run does every batch's work and rolls it back: its
-figures are exact for that moment.
+Keys are examined in order (the evicted ones, then the never admitted ones), ``batch`` per
+transaction; each transaction holds the writers' lock of the schema, so the live
+projector's next batch waits for at most one batch of deletes, and a prune never
+interleaves with a batch, a rebuild's swap or ``--verify``'s comparison. Stopping a prune
+(Ctrl-C, kill) loses only the batch in flight; running it again carries on. A dry run does
+every batch's work and rolls it back: its figures are exact for that moment.
 """
 
 from __future__ import annotations
@@ -52,7 +54,7 @@ from projections.store import Offsets
 from streams.settings import Settings
 
 BATCH = 500
-"""Evicted keys examined per transaction."""
+"""Keys examined per transaction."""
 
 BY_KEY: tuple[str, ...] = ("event_log", "deliveries", "delivery_outcomes", "runs", "evictions")
 """Tables whose rows of an occurrence are found by ``admission_key`` (each has an index on it)."""
@@ -105,15 +107,15 @@ class PruneReport:
     schema: str
     dry_run: bool
     examined: int = 0
-    """Evicted occurrences looked at."""
+    """Occurrences looked at: evicted, or never admitted."""
     pruned: int = 0
     """Occurrences deleted."""
     runs: int = 0
     """Their runs."""
     in_topics: int = 0
-    """Evicted occurrences kept: a record of theirs is still in a topic."""
+    """Occurrences kept: a record of theirs is still in a topic."""
     held: int = 0
-    """Evicted occurrences kept: a run of theirs is not done with the gateway or the gate."""
+    """Occurrences kept: a run of theirs is not done with the gateway or the gate."""
     rows: Counter[str] = field(default_factory=Counter)
     """Rows deleted per table."""
     stopped: bool = False
@@ -124,9 +126,9 @@ class PruneReport:
         rows = sum(self.rows.values())
         text = (
             f"projections prune: {did} {self.pruned:,} occurrences ({self.runs:,} runs, "
-            f"{rows:,} rows) of {self.examined:,} evicted in schema {self.schema}; kept "
-            f"{self.in_topics:,} whose records are still in the topics and {self.held:,} "
-            "with a run the gateway or the gate still holds"
+            f"{rows:,} rows) of {self.examined:,} evicted or never admitted in schema "
+            f"{self.schema}; kept {self.in_topics:,} whose records are still in the topics "
+            f"and {self.held:,} with a run the gateway or the gate still holds"
         )
         if self.dry_run:
             text += " (dry run: nothing deleted)"
@@ -171,21 +173,21 @@ def prune(
             raise ProjectionUnavailable(f"no read model in schema {live}: nothing to prune")
         migrate(conn, live, settings.topic_prefix)
         bounds = _bounds(settings, conn, live)
-        after = ""
-        while True:
-            if stop is not None and stop.is_set():
-                report.stopped = True
-                return report
-            with conn.transaction():
-                conn.execute("SELECT pg_advisory_xact_lock(%s)", (lock_key(live),))
-                last = _batch(conn, live, bounds, after=after, size=batch, report=report)
-                if dry_run:
-                    raise psycopg.Rollback()  # the figures stand; the rows stay
-            if on_batch is not None:
-                on_batch(report)
-            if last is None:
-                return report
-            after = last
+        for candidates in (_evicted, _never_admitted):
+            after: str | None = ""
+            while after is not None:
+                if stop is not None and stop.is_set():
+                    report.stopped = True
+                    return report
+                with conn.transaction():
+                    conn.execute("SELECT pg_advisory_xact_lock(%s)", (lock_key(live),))
+                    found = candidates(conn, live, after, batch)
+                    after = _batch(conn, live, bounds, found, report) if found else None
+                    if dry_run:
+                        raise psycopg.Rollback()  # the figures stand; the rows stay
+                if on_batch is not None:
+                    on_batch(report)
+        return report
 
 
 def _bounds(settings: Settings, conn: psycopg.Connection[Any], live: str) -> _Bounds:
@@ -203,28 +205,51 @@ def _bounds(settings: Settings, conn: psycopg.Connection[Any], live: str) -> _Bo
     )
 
 
+Candidates = list[tuple[str, Sequence[str] | None]]
+"""Admission keys to examine, in order, each with the run ids its eviction names."""
+
+
+def _evicted(conn: psycopg.Connection[Any], live: str, after: str, size: int) -> Candidates:
+    """The next ``size`` keys after ``after`` the processor evicted."""
+    return [
+        (str(key), run_ids)
+        for key, run_ids in conn.execute(
+            sql.SQL(
+                "SELECT admission_key, run_ids FROM {} WHERE admission_key > %s "
+                "ORDER BY admission_key LIMIT %s"
+            ).format(table(live, "evictions")),
+            (after, size),
+        )
+    ]
+
+
+def _never_admitted(conn: psycopg.Connection[Any], live: str, after: str, size: int) -> Candidates:
+    """The next ``size`` keys after ``after`` whose every delivery was rejected (beyond the
+    horizon, for an unknown destination): the processor never held anything of them."""
+    query = sql.SQL(
+        "SELECT DISTINCT o.admission_key FROM {outcomes} o WHERE o.admission_key > %s "
+        "AND o.outcome = 'rejected' "
+        "AND NOT EXISTS (SELECT 1 FROM {runs} r WHERE r.admission_key = o.admission_key) "
+        "AND NOT EXISTS (SELECT 1 FROM {evictions} e WHERE e.admission_key = o.admission_key) "
+        "ORDER BY o.admission_key LIMIT %s"
+    ).format(
+        outcomes=table(live, "delivery_outcomes"),
+        runs=table(live, "runs"),
+        evictions=table(live, "evictions"),
+    )
+    return [(str(key), None) for (key,) in conn.execute(query, (after, size))]
+
+
 def _batch(
     conn: psycopg.Connection[Any],
     live: str,
     bounds: _Bounds,
-    *,
-    after: str,
-    size: int,
+    candidates: Candidates,
     report: PruneReport,
-) -> str | None:
-    """Examine the next ``size`` evicted keys after ``after``, delete the prunable ones;
-    the last key examined, or ``None`` when there were no more."""
-    evicted = conn.execute(
-        sql.SQL(
-            "SELECT admission_key, run_ids FROM {} WHERE admission_key > %s "
-            "ORDER BY admission_key LIMIT %s"
-        ).format(table(live, "evictions")),
-        (after, size),
-    ).fetchall()
-    if not evicted:
-        return None
-    keys = [str(k) for k, _ in evicted]
-    runs_of: dict[str, set[str]] = {k: set(ids or ()) for k, ids in evicted}
+) -> str:
+    """Examine ``candidates``, delete the prunable ones; the last key examined."""
+    keys = [key for key, _ in candidates]
+    runs_of: dict[str, set[str]] = {key: set(ids or ()) for key, ids in candidates}
     for run_id, key in conn.execute(
         sql.SQL("SELECT run_id, admission_key FROM {} WHERE admission_key = ANY(%s)").format(
             table(live, "runs")

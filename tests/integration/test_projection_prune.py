@@ -25,7 +25,8 @@ from projections.errors import ProjectionUnavailable
 from projections.projector import Projector
 from projections.prune import BY_KEY, BY_RUN, PruneReport, prune
 from projections.rebuild import rebuild
-from schemas.events import AdmissionRecordEvicted
+from schemas.events import AdmissionRecordEvicted, RunAdmitted
+from schemas.topics import DELIVERIES
 from streams.kafka.topics import ensure_topics
 from streams.settings import Settings
 from tests.support.history import build_history, cleanup, produce_history
@@ -62,7 +63,7 @@ def test_nothing_goes_while_the_topics_still_hold_the_records(setup: Setup) -> N
     before = snapshot(setup.settings, setup.schema)
     report = prune(setup.settings)
     assert (report.examined, report.pruned, report.runs, sum(report.rows.values())) == (
-        len(setup.evicted),
+        len(setup.evicted | setup.never_admitted),
         0,
         0,
         0,
@@ -86,7 +87,8 @@ def test_what_the_engine_forgot_and_the_topics_lost_goes_and_nothing_else(setup:
     report = prune(s.settings, batch=7)
     after = snapshot(s.settings, s.schema)
     runs = runs_of_keys(s, gone)
-    assert (report.examined, report.pruned, report.runs) == (len(s.evicted), len(gone), len(runs))
+    examined = len(s.evicted | s.never_admitted)
+    assert (report.examined, report.pruned, report.runs) == (examined, len(gone), len(runs))
     assert (report.held, report.in_topics) == (len(s.evicted - gone), 0)
     assert (dry.pruned, dry.runs, dry.rows) == (report.pruned, report.runs, report.rows)
     assert after == without(before, gone, runs), "exactly the rows naming them went"
@@ -149,10 +151,14 @@ def test_the_projector_goes_on_between_batches(setup: Setup) -> None:
                 projector.run_until(timeout_s=60)
 
         report = prune(s.settings, batch=1, on_batch=on_batch)
-    # The later occurrences' records are in the topics: an evicted one of them stays.
+    # The later occurrences' records are in the topics: those evicted or never admitted stay.
     later_evicted = sum(isinstance(e.record, AdmissionRecordEvicted) for e in more)
-    assert (report.pruned, report.examined) == (len(gone), len(s.evicted) + later_evicted)
-    assert report.in_topics == later_evicted and len(batches) == report.examined + 1
+    later_admitted = {e.record.admission_key for e in more if isinstance(e.record, RunAdmitted)}
+    later_never = {e.key for e in more if e.topic == DELIVERIES.name} - later_admitted
+    later = later_evicted + len(later_never)
+    examined = len(s.evicted | s.never_admitted) + later
+    assert (report.pruned, report.examined, report.in_topics) == (len(gone), examined, later)
+    assert len(batches) == report.examined + 2, "one key a batch, then none, twice"
     logged = snapshot(s.settings, s.schema)["event_log"].total()
     assert logged == before - report.rows["event_log"] + len(more), "no later record lost"
 

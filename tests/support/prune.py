@@ -22,7 +22,7 @@ from projections.db import connect, schema_name
 from projections.projector import Projector
 from projections.sources import source_topics
 from schemas.events import ActionDispatched, AdmissionRecordEvicted, RunAdmitted
-from schemas.topics import JOURNAL, named
+from schemas.topics import DELIVERIES, JOURNAL, named
 from streams.core.journal.retention import eviction
 from streams.kafka.clients import read_committed_consumer
 from streams.settings import Settings
@@ -38,6 +38,8 @@ class Setup:
     runs_of: dict[str, set[str]]
     """Admission key -> its run ids (every key of the history)."""
     evicted: set[str]
+    never_admitted: set[str]
+    """Keys whose every delivery was rejected (no run)."""
     gateway: set[str]
     """Runs the gate dispatched or the gateway journalled."""
     journal_evicted: set[str]
@@ -66,10 +68,13 @@ def setup_history(settings: Settings) -> Setup:
     history = build_history(rng, 50, tag="prune")
     runs_of: dict[str, set[str]] = {}
     evicted: set[str] = set()
+    delivered: set[str] = set()
     dispatches: list[Emitted] = []
     for e in history:
         r = e.record
-        if isinstance(r, RunAdmitted):
+        if e.topic == DELIVERIES.name:
+            delivered.add(e.key)
+        elif isinstance(r, RunAdmitted):
             runs_of.setdefault(r.admission_key, set()).add(r.run_id)
         elif isinstance(r, AdmissionRecordEvicted):
             evicted.add(r.admission_key)
@@ -79,7 +84,7 @@ def setup_history(settings: Settings) -> Setup:
     # four of their runs what a dispatched run meets: one a journal the gateway evicted, one
     # a settled journal it still holds, one its gate dispatch with the journal evicted too,
     # one a gate dispatch the gateway has not journalled yet.
-    assert len(evicted) >= 6 and dispatches
+    assert len(evicted) >= 6 and dispatches and delivered - set(runs_of)
     evicted_runs = [min(runs_of[k]) for k in sorted(evicted)]
     journalled, kept, both, pending = evicted_runs[:4]
     extra = _journal(journalled, f"{journalled}.entry", evict=True)
@@ -100,6 +105,7 @@ def setup_history(settings: Settings) -> Setup:
         schema_name(settings.topic_prefix),
         runs_of,
         evicted,
+        delivered - set(runs_of),
         gateway | {journalled, kept, both, pending},
         {journalled, both},
     )
@@ -183,8 +189,8 @@ def record_partitions(settings: Settings, schema: str) -> dict[str, set[tuple[st
 
 
 def forgotten(s: Setup) -> set[str]:
-    """Evicted keys none of whose runs the gateway still holds (dispatched without an
-    evicted journal) or the gate has not decided."""
+    """The keys never admitted, and the evicted keys none of whose runs the gateway still
+    holds (dispatched without an evicted journal) or the gate has not decided."""
     with connect(s.settings.pg_dsn, autocommit=True) as conn:
         undecided = {
             str(run)
@@ -195,7 +201,7 @@ def forgotten(s: Setup) -> set[str]:
             )
         }
     held = (s.gateway - s.journal_evicted) | undecided
-    return {k for k in s.evicted if not (s.runs_of.get(k, set()) & held)}
+    return s.never_admitted | {k for k in s.evicted if not (s.runs_of.get(k, set()) & held)}
 
 
 def runs_of_keys(s: Setup, keys: set[str]) -> set[str]:

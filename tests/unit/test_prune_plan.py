@@ -40,8 +40,13 @@ def test_the_report_reads_as_what_was_done() -> None:
     report = PruneReport("sg_x", dry_run=True, examined=5, pruned=2, runs=3, in_topics=2, held=1)
     report.rows = Counter({"event_log": 1_200, "runs": 3, "journal_holds": 0})
     assert report.describe() == (
-        "projections prune: would prune 2 occurrences (3 runs, 1,203 rows) of 5 evicted in "
-        "schema sg_x; kept 2 whose records are still in the topics and 1 with a run the "
-        "gateway or the gate still holds (dry run: nothing deleted)"
+        "projections prune: would prune 2 occurrences (3 runs, 1,203 rows) of 5 evicted or "
+        "never admitted in schema sg_x; kept 2 whose records are still in the topics and 1 "
+        "with a run the gateway or the gate still holds (dry run: nothing deleted)"
     )
     assert report.table_lines() == ["  event_log 1,200", "  runs 3"]
+    report.dry_run, report.stopped = False, True
+    assert report.describe().endswith(
+        "still holds (stopped before the end: the next prune goes on)"
+    )
+    assert report.describe().startswith("projections prune: pruned 2 occurrences")
