@@ -225,7 +225,8 @@ def _evicted(conn: psycopg.Connection[Any], live: str, after: str, size: int) ->
 
 def _never_admitted(conn: psycopg.Connection[Any], live: str, after: str, size: int) -> Candidates:
     """The next ``size`` keys after ``after`` whose every delivery was rejected (beyond the
-    horizon, for an unknown destination): the processor never held anything of them."""
+    horizon, for an unknown destination): the processor never held anything of them. Reads
+    the rejected outcomes only (their partial index, migration 011)."""
     query = sql.SQL(
         "SELECT DISTINCT o.admission_key FROM {outcomes} o WHERE o.admission_key > %s "
         "AND o.outcome = 'rejected' "
