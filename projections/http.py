@@ -257,10 +257,13 @@ async def _get_occurrence(request: web.Request) -> web.Response:
     return web.json_response(found)
 
 
-def _page(request: web.Request, listed: str = "deliveries") -> tuple[int, int] | web.Response:
-    """``(from, limit)`` of the request's query, or its 400 ``invalid_query``."""
+def _page(
+    request: web.Request, listed: str = "deliveries", default: int = pages.DELIVERIES_PAGE
+) -> tuple[int, int] | web.Response:
+    """``(from, limit)`` of the request's query (``limit`` ``default`` when not given), or
+    its 400 ``invalid_query``."""
     start_text = request.query.get("from", "0")
-    limit_text = request.query.get("limit", str(pages.DELIVERIES_PAGE))
+    limit_text = request.query.get("limit", str(default))
     start, limit = pages.parse_from(start_text), pages.parse_limit(limit_text)
     problems = [
         {"field": field, "message": f"{text!r} is not {accepts}"}
@@ -301,15 +304,23 @@ async def _get_stats(request: web.Request) -> web.Response:
 
 
 async def _get_holds(request: web.Request) -> web.Response:
-    """Open holds; ``?all=true`` every hold with its resolution."""
+    """Open holds; ``?all=true`` every hold with its resolution; a page at a time (``from``,
+    ``limit``)."""
     resolved = request.query.get("all", "").lower() in ("1", "true", "yes")
+    page = _page(request, "holds", pages.HOLDS_PAGE)
+    if isinstance(page, web.Response):
+        return page
+    start, limit = page
     try:
-        holds = await _query(
-            request, lambda c, s: journal_queries.list_holds(c, s, resolved=resolved)
+        found = await _query(
+            request,
+            lambda c, s: journal_queries.list_holds(
+                c, s, resolved=resolved, start=start, limit=limit
+            ),
         )
     except _Unavailable as e:
         return _unavailable(e)
-    return web.json_response({"holds": holds})
+    return web.json_response(found)
 
 
 async def _get_dead_letters(request: web.Request) -> web.Response:

@@ -1,4 +1,5 @@
-"""Pages of a list whose length senders set: an occurrence's deliveries, a run's timeline.
+"""Pages of a list whose length senders set: an occurrence's deliveries, a run's timeline,
+the holds and the dead letters.
 
 A sender retrying in a loop delivers one occurrence as often as it likes, and every copy is a
 row of the read model and a record of the run's timeline. Reads that listed them all grew
@@ -18,6 +19,9 @@ DELIVERIES_PAGE = 100
 """An occurrence's deliveries listed by one read unless it asks for another number."""
 TIMELINE_PAGE = 1000
 """A run's timeline records listed by one read unless it asks for fewer."""
+HOLDS_PAGE = 100
+"""Holds listed by one read unless it asks for another number: each is an order whose
+outcome nobody knows, and an outage of a venue can hold one per run it was sending."""
 _FROM_MAX = 10**15
 
 FROM_ACCEPTS = "a position: 0 (the first) or more, in ASCII digits"

@@ -11,6 +11,7 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
+from projections.pages import HOLDS_PAGE, page
 from projections.queries.connection import Json, fetch_all, fetch_one, table
 
 UNRESOLVED = ("attempted", "reconciling")
@@ -41,28 +42,61 @@ def gauges(conn: psycopg.Connection[Any], schema: str) -> dict[str, int]:
     return {"unresolved_attempt": int(row["unresolved"]), "holds": int(row["holds"])}
 
 
-def list_holds(conn: psycopg.Connection[Any], schema: str, *, resolved: bool = False) -> list[Json]:
-    """Open holds (owner, reason, since, detail), oldest first; with ``resolved``, every hold
-    ever made with its resolution (the audit record), if any."""
-    condition = (
-        sql.SQL("TRUE") if resolved else sql.SQL("s.status = 'held' AND r.action_id IS NULL")
+_HOLDS_FROM = (
+    "FROM {holds} h LEFT JOIN {resolutions} r "
+    "ON r.action_id = h.action_id AND r.held_since_ms = h.held_since_ms "
+    "LEFT JOIN {status} s ON s.action_id = h.action_id "
+)
+_OPEN = "s.status = 'held' AND r.action_id IS NULL"
+
+
+def _holds_query(schema: str, head: str, condition: str, tail: str = "") -> sql.Composed:
+    return sql.SQL(head + _HOLDS_FROM + "WHERE " + condition + tail).format(
+        holds=table(schema, "journal_holds"),
+        resolutions=table(schema, "journal_hold_resolutions"),
+        status=table(schema, "action_status"),
     )
-    return fetch_all(
+
+
+_HOLD_COLUMNS = (
+    "SELECT h.action_id, h.run_id, h.slot, h.attempt, h.owner, h.reason, h.detail, "
+    "h.held_since_ms, r.resolution, r.resolved_by, r.reason AS resolution_reason, "
+    "r.resolved_at_ms, s.status "
+)
+
+
+def list_holds(
+    conn: psycopg.Connection[Any],
+    schema: str,
+    *,
+    resolved: bool = False,
+    start: int = 0,
+    limit: int = HOLDS_PAGE,
+) -> Json:
+    """Open holds (owner, reason, since, detail), oldest first; with ``resolved``, every hold
+    ever made with its resolution (the audit record), if any. A page of them from position
+    ``start`` (0 is the oldest), up to ``limit``: ``holds``, their ``total`` and ``page``
+    (``from``, ``limit``, ``next``)."""
+    condition = "TRUE" if resolved else _OPEN
+    holds = fetch_all(
         conn,
-        sql.SQL(
-            "SELECT h.action_id, h.run_id, h.slot, h.attempt, h.owner, h.reason, h.detail, "
-            "h.held_since_ms, r.resolution, r.resolved_by, r.reason AS resolution_reason, "
-            "r.resolved_at_ms, s.status "
-            "FROM {holds} h LEFT JOIN {resolutions} r "
-            "ON r.action_id = h.action_id AND r.held_since_ms = h.held_since_ms "
-            "LEFT JOIN {status} s ON s.action_id = h.action_id "
-            "WHERE {condition} ORDER BY h.held_since_ms, h.action_id"
-        ).format(
-            holds=table(schema, "journal_holds"),
-            resolutions=table(schema, "journal_hold_resolutions"),
-            status=table(schema, "action_status"),
-            condition=condition,
+        _holds_query(
+            schema,
+            _HOLD_COLUMNS,
+            condition,
+            " ORDER BY h.held_since_ms, h.action_id LIMIT %s OFFSET %s",
         ),
+        (limit, start),
+    )
+    counted = fetch_one(conn, _holds_query(schema, "SELECT count(*) AS n ", condition))
+    total = int(counted["n"]) if counted else 0
+    return {"holds": holds, "total": total, "page": page(start, limit, len(holds), total)}
+
+
+def open_hold(conn: psycopg.Connection[Any], schema: str, action_id: str) -> Json | None:
+    """``action_id``'s open hold, as :func:`list_holds` lists it, or ``None``."""
+    return fetch_one(
+        conn, _holds_query(schema, _HOLD_COLUMNS, _OPEN + " AND h.action_id = %s"), (action_id,)
     )
 
 

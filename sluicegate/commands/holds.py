@@ -13,11 +13,12 @@ import uuid
 
 from consumers.gateway.operator import RESOLUTIONS, run_of, send_commands
 from projections.errors import NotInProjection
+from projections.pages import HOLDS_PAGE
 from schemas.commands import ResolveHold
 from sluicegate.commands.gateway import operator_name, wait_for
-from sluicegate.commands.options import wait_seconds
+from sluicegate.commands.options import add_page_options, wait_seconds
 from sluicegate.errors import SluicegateError
-from sluicegate.output import print_json, print_table
+from sluicegate.output import page_line, print_json, print_table
 from streams.clock import wall_clock_ms
 from streams.settings import load_settings
 
@@ -25,8 +26,9 @@ from streams.settings import load_settings
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     holds = subparsers.add_parser("holds", help="held actions: list, resolve")
     hsub = holds.add_subparsers(dest="holds_command", metavar="ACTION", required=True)
-    listing = hsub.add_parser("list", help="open holds (owner, reason, since)")
+    listing = hsub.add_parser("list", help="open holds (owner, reason, since), oldest first")
     listing.add_argument("--all", action="store_true", help="every hold, with its resolution")
+    add_page_options(listing, what="holds", default=HOLDS_PAGE)
     listing.add_argument("--json", action="store_true")
     listing.set_defaults(func=cmd_holds_list)
     resolve = hsub.add_parser("resolve", help="resolve a held action (audit-recorded)")
@@ -51,9 +53,15 @@ def cmd_holds_list(args: argparse.Namespace) -> int:
 
     settings = load_settings()
     with queries.reader(settings) as (conn, schema):
-        holds = journal_queries.list_holds(conn, schema, resolved=args.all)
+        found = journal_queries.list_holds(
+            conn, schema, resolved=args.all, start=args.start, limit=args.limit
+        )
+    holds = found["holds"]
+    # Said only of a part: a whole list prints as it always has.
+    part = len(holds) < found["total"]
+    listing = page_line(found["page"], len(holds), found["total"])
     if args.json:
-        print_json({"holds": holds})
+        print_json(found)
         return 0
     print_table(
         [
@@ -69,6 +77,8 @@ def cmd_holds_list(args: argparse.Namespace) -> int:
             for h in holds
         ]
     )
+    if part:
+        print(f"\nholds {listing}")
     return 0
 
 
@@ -81,10 +91,8 @@ def cmd_holds_resolve(args: argparse.Namespace) -> int:
         raise SluicegateError("--reason must say why the hold is resolved (it is audited)")
     run_id = run_of(args.action_id)
     with queries.reader(settings) as (conn, schema):
-        held = [
-            h for h in journal_queries.list_holds(conn, schema) if h["action_id"] == args.action_id
-        ]
-    if not held:
+        held = journal_queries.open_hold(conn, schema, args.action_id)
+    if held is None:
         raise NotInProjection("open hold of", args.action_id, "see `sluicegate holds list`")
     requested_at = wall_clock_ms()
     command = ResolveHold(
@@ -113,7 +121,7 @@ def cmd_holds_resolve(args: argparse.Namespace) -> int:
     if resolution is None:
         print(
             f"no resolution recorded within {args.wait:g} s: the gateway refuses one that does "
-            f"not fit the hold ({held[0]['reason']}: retry_lookup fits a hold that ran out of "
+            f"not fit the hold ({held['reason']}: retry_lookup fits a hold that ran out of "
             "budget, confirm_absent one whose order was never found, abandon every hold); "
             "see `sluicegate runs timeline " + run_id + "`",
             file=sys.stderr,
