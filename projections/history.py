@@ -191,9 +191,12 @@ def dropped_line(missing: Sequence[Missing], prefix: str) -> str:
     return f"dropped {_count(missing)} the topics no longer hold: {_listed(missing, prefix)}"
 
 
-def gone_from_topics(settings: Settings, conn: psycopg.Connection[Any], live: str) -> list[Missing]:
-    """The live records the topics no longer hold, as far as their first offsets and ids
-    tell: the look before loading."""
+def topic_starts(
+    settings: Settings, conn: psycopg.Connection[Any], live: str
+) -> tuple[Offsets, set[str], set[str]]:
+    """The first offset every source partition holds now, the topics whose ids are those
+    ``live`` recorded (their offsets name the records it projected) and the topics it
+    recorded that were deleted since (none of their records is held any more)."""
     sources = Sources(settings, live, source_topics())
     try:
         starts = sources.start_offsets()
@@ -201,9 +204,15 @@ def gone_from_topics(settings: Settings, conn: psycopg.Connection[Any], live: st
     finally:
         sources.close()
     recorded = topic_ids.recorded(conn, live)
+    return starts, same_topics(recorded, ids), deleted_topics(recorded, ids)
+
+
+def gone_from_topics(settings: Settings, conn: psycopg.Connection[Any], live: str) -> list[Missing]:
+    """The live records the topics no longer hold, as far as their first offsets and ids
+    tell: the look before loading."""
+    starts, same, deleted = topic_starts(settings, conn, live)
     return sorted(
-        below_start(conn, live, starts, same_topics(recorded, ids))
-        + every_record(conn, live, deleted_topics(recorded, ids)),
+        below_start(conn, live, starts, same) + every_record(conn, live, deleted),
         key=lambda m: (m.topic, m.partition),
     )
 

@@ -44,12 +44,10 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
-from projections import topic_ids
 from projections.db import connect, lock_key, schema_exists, schema_name, table
 from projections.errors import ProjectionUnavailable
-from projections.history import deleted_topics, same_topics
+from projections.history import topic_starts
 from projections.migrate import migrate
-from projections.sources import Sources, source_topics
 from projections.store import Offsets
 from streams.settings import Settings
 
@@ -119,7 +117,7 @@ class PruneReport:
     rows: Counter[str] = field(default_factory=Counter)
     """Rows deleted per table."""
     stopped: bool = False
-    """Whether it was told to stop before it had examined every evicted occurrence."""
+    """Whether it was told to stop before it had examined every key it looks at."""
 
     def describe(self) -> str:
         did = "would prune" if self.dry_run else "pruned"
@@ -191,18 +189,8 @@ def prune(
 
 
 def _bounds(settings: Settings, conn: psycopg.Connection[Any], live: str) -> _Bounds:
-    sources = Sources(settings, live, source_topics())
-    try:
-        starts = sources.start_offsets()
-        ids = sources.topic_ids({topic for topic, _ in starts})
-    finally:
-        sources.close()
-    recorded = topic_ids.recorded(conn, live)
-    same = same_topics(recorded, ids)
-    return _Bounds(
-        {tp: o for tp, o in starts.items() if tp[0] in same},
-        frozenset(deleted_topics(recorded, ids)),
-    )
+    starts, same, deleted = topic_starts(settings, conn, live)
+    return _Bounds({tp: o for tp, o in starts.items() if tp[0] in same}, frozenset(deleted))
 
 
 Candidates = list[tuple[str, Sequence[str] | None]]

@@ -21,15 +21,13 @@ from psycopg import sql
 
 from projections.db import connect
 from projections.prune import prune
-from streams.kafka.topics import ensure_topics
-from tests.support.history import cleanup
-from tests.support.kafka import unique_settings, wait_until
+from tests.support.kafka import wait_until
 from tests.support.prune import (
     Setup,
     expire,
     forgotten,
+    projected_history,
     runs_of_keys,
-    setup_history,
     snapshot,
     without,
 )
@@ -41,12 +39,8 @@ SLUICEGATE = str(Path(sys.executable).parent / "sluicegate")
 
 @pytest.fixture
 def setup() -> Iterator[Setup]:
-    settings = unique_settings(partitions=3)
-    ensure_topics(settings)
-    try:
-        yield setup_history(settings)
-    finally:
-        cleanup(settings)
+    with projected_history() as projected:
+        yield projected
 
 
 def test_a_prune_killed_inside_an_occurrence_leaves_it_whole(setup: Setup) -> None:

@@ -27,9 +27,8 @@ from projections.prune import BY_KEY, BY_RUN, PruneReport, prune
 from projections.rebuild import rebuild
 from schemas.events import AdmissionRecordEvicted, RunAdmitted
 from schemas.topics import DELIVERIES
-from streams.kafka.topics import ensure_topics
 from streams.settings import Settings
-from tests.support.history import build_history, cleanup, produce_history
+from tests.support.history import build_history, produce_history
 from tests.support.kafka import unique_settings, wait_until
 from tests.support.ports import free_port
 from tests.support.prune import (
@@ -37,9 +36,9 @@ from tests.support.prune import (
     expire,
     forgotten,
     names,
+    projected_history,
     record_partitions,
     runs_of_keys,
-    setup_history,
     snapshot,
     without,
 )
@@ -51,12 +50,8 @@ SLUICEGATE = str(Path(sys.executable).parent / "sluicegate")
 
 @pytest.fixture
 def setup() -> Iterator[Setup]:
-    settings = unique_settings(partitions=3)
-    ensure_topics(settings)
-    try:
-        yield setup_history(settings)
-    finally:
-        cleanup(settings)
+    with projected_history() as projected:
+        yield projected
 
 
 def test_nothing_goes_while_the_topics_still_hold_the_records(setup: Setup) -> None:
@@ -178,42 +173,31 @@ def test_every_table_it_deletes_from_has_an_index_on_the_column(setup: Setup) ->
     assert wanted - leading == set()
 
 
-def test_the_command_says_what_it_would_prune_and_what_it_pruned(setup: Setup) -> None:
-    s = setup
-    expire(s.settings)
-    env = {**os.environ, "SLUICEGATE_TOPIC_PREFIX": s.settings.topic_prefix}
-    dry = subprocess.run(
-        [SLUICEGATE, "projections", "prune", "--dry-run", "--batch", "10"],
-        env=env,
+def _prune_command(s: Setup, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [SLUICEGATE, "projections", "prune", *args],
+        env={**os.environ, "SLUICEGATE_TOPIC_PREFIX": s.settings.topic_prefix},
         capture_output=True,
         text=True,
         timeout=60,
         check=False,
     )
+
+
+def test_the_command_says_what_it_would_prune_and_what_it_pruned(setup: Setup) -> None:
+    s = setup
+    expire(s.settings)
+    dry = _prune_command(s, "--dry-run", "--batch", "10")
     assert dry.returncode == 0, dry.stderr
     n = len(forgotten(s))
     assert f"would prune {n:,} occurrences" in dry.stderr
     assert "(dry run: nothing deleted)" in dry.stderr
     assert "  event_log " in dry.stdout
-    done = subprocess.run(
-        [SLUICEGATE, "projections", "prune"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    done = _prune_command(s)
     assert done.returncode == 0, done.stderr
     assert f"pruned {n:,} occurrences" in done.stderr
     assert done.stdout == dry.stdout
-    bad = subprocess.run(
-        [SLUICEGATE, "projections", "prune", "--batch", "0"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    bad = _prune_command(s, "--batch", "0")
     assert bad.returncode == 2 and "not a whole number from 1 to 100000" in bad.stderr
 
 

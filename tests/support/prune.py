@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import random
 from collections import Counter
-from collections.abc import Collection
+from collections.abc import Collection, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -25,10 +26,11 @@ from schemas.events import ActionDispatched, AdmissionRecordEvicted, RunAdmitted
 from schemas.topics import DELIVERIES, JOURNAL, named
 from streams.core.journal.retention import eviction
 from streams.kafka.clients import read_committed_consumer
+from streams.kafka.topics import ensure_topics
 from streams.settings import Settings
-from tests.support.history import DAY_MS, Emitted, build_history, produce_history
+from tests.support.history import DAY_MS, Emitted, build_history, cleanup, produce_history
 from tests.support.journal import World, dispatch
-from tests.support.kafka import expire_records
+from tests.support.kafka import expire_records, unique_settings
 
 
 @dataclass
@@ -61,6 +63,18 @@ def _journal(run_id: str, action_id: str, *, evict: bool) -> list[Emitted]:
         assert evicted is not None
         records.append(evicted)
     return [Emitted(JOURNAL.name, run_id, r) for r in records]
+
+
+@contextmanager
+def projected_history() -> Iterator[Setup]:
+    """:func:`setup_history` under a prefix of its own, on topics created for it; its
+    topics and schemas are dropped afterwards."""
+    settings = unique_settings(partitions=3)
+    ensure_topics(settings)
+    try:
+        yield setup_history(settings)
+    finally:
+        cleanup(settings)
 
 
 def setup_history(settings: Settings) -> Setup:
