@@ -2,7 +2,7 @@
 
 The projector keeps every row it wrote; the topics keep 14 to 30 days and the engine forgets
 an occurrence once its retention has passed. :func:`prune` deletes an occurrence (an
-admission key) with every row built from its records when all three hold, checked in the
+admission key) with every row built from its records when all of these hold, checked in the
 transaction that deletes it:
 
 1. **The processor holds nothing of it**: it evicted it (an ``evictions`` row, from
@@ -19,6 +19,8 @@ transaction that deletes it:
    topic deleted since. A rebuild could not bring any of its rows back, so ``projections
    rebuild --verify`` afterwards reports nothing it did not report before (only the pruned
    rows' "only in live" are gone).
+4. With ``keep_ms`` (an audit horizon, ``--keep 400d``): **none of its records is younger**
+   than that, by the record's own time (the broker's for a record that states none).
 
 Deleted: the rows of :data:`BY_KEY` naming the key and of :data:`BY_RUN` naming one of its
 runs. Kept (:data:`KEPT`): the counters (totals of everything ever projected: ``/v1/stats``
@@ -49,6 +51,8 @@ from projections.errors import ProjectionUnavailable
 from projections.history import topic_starts
 from projections.migrate import migrate
 from projections.store import Offsets
+from streams.clock import wall_clock_ms
+from streams.core.durations import format_duration
 from streams.settings import Settings
 
 BATCH = 500
@@ -114,6 +118,11 @@ class PruneReport:
     """Occurrences kept: a record of theirs is still in a topic."""
     held: int = 0
     """Occurrences kept: a run of theirs is not done with the gateway or the gate."""
+    young: int = 0
+    """Occurrences kept: a record of theirs is younger than ``keep_ms``."""
+    keep_ms: int = 0
+    """How long an occurrence is kept after its last record, at least (0: no longer than
+    the rules say)."""
     rows: Counter[str] = field(default_factory=Counter)
     """Rows deleted per table."""
     stopped: bool = False
@@ -128,6 +137,8 @@ class PruneReport:
             f"{self.schema}; kept {self.in_topics:,} whose records are still in the topics "
             f"and {self.held:,} with a run the gateway or the gate still holds"
         )
+        if self.keep_ms:
+            text += f"; kept {self.young:,} younger than {format_duration(self.keep_ms)}"
         if self.dry_run:
             text += " (dry run: nothing deleted)"
         if self.stopped:
@@ -140,10 +151,12 @@ class PruneReport:
 
 @dataclass(frozen=True)
 class _Bounds:
-    """Where each source partition starts now, and the topics deleted since."""
+    """Where each source partition starts now, the topics deleted since, and the time from
+    which a record is young (``None``: none is)."""
 
     starts: Offsets
     deleted: frozenset[str]
+    young_from_ms: int | None = None
 
     def arrays(self) -> tuple[list[str], list[int], list[int]]:
         ordered = sorted(self.starts.items())
@@ -157,20 +170,26 @@ def prune(
     batch: int = BATCH,
     on_batch: Callable[[PruneReport], None] | None = None,
     stop: threading.Event | None = None,
+    keep_ms: int = 0,
+    now_ms: Callable[[], int] = wall_clock_ms,
 ) -> PruneReport:
     """Prune the read model of ``settings`` (see the module docstring); ``on_batch`` sees
     the report after every batch, and once ``stop`` is set no further batch starts (the
-    report says ``stopped``). Raises :class:`ProjectionUnavailable` when PostgreSQL cannot
-    be reached or the schema does not exist."""
+    report says ``stopped``). With ``keep_ms``, an occurrence with a record less than that
+    old (by ``now_ms()`` at the start) is kept too. Raises :class:`ProjectionUnavailable`
+    when PostgreSQL cannot be reached or the schema does not exist."""
     if batch < 1:
         raise ValueError("batch must be at least 1")
+    if keep_ms < 0:
+        raise ValueError("keep_ms must be 0 or more")
     live = schema_name(settings.topic_prefix)
-    report = PruneReport(live, dry_run)
+    report = PruneReport(live, dry_run, keep_ms=keep_ms)
+    young_from_ms = now_ms() - keep_ms if keep_ms else None
     with connect(settings.pg_dsn, autocommit=True) as conn:
         if not schema_exists(conn, live):
             raise ProjectionUnavailable(f"no read model in schema {live}: nothing to prune")
         migrate(conn, live, settings.topic_prefix)
-        bounds = _bounds(settings, conn, live)
+        bounds = _bounds(settings, conn, live, young_from_ms)
         for candidates in (_evicted, _never_admitted):
             after: str | None = ""
             while after is not None:
@@ -188,9 +207,13 @@ def prune(
         return report
 
 
-def _bounds(settings: Settings, conn: psycopg.Connection[Any], live: str) -> _Bounds:
+def _bounds(
+    settings: Settings, conn: psycopg.Connection[Any], live: str, young_from_ms: int | None
+) -> _Bounds:
     starts, same, deleted = topic_starts(settings, conn, live)
-    return _Bounds({tp: o for tp, o in starts.items() if tp[0] in same}, frozenset(deleted))
+    return _Bounds(
+        {tp: o for tp, o in starts.items() if tp[0] in same}, frozenset(deleted), young_from_ms
+    )
 
 
 Candidates = list[tuple[str, Sequence[str] | None]]
@@ -248,12 +271,15 @@ def _batch(
         runs_of[str(key)].add(str(run_id))
     key_of = {run: key for key, runs in runs_of.items() for run in runs}
     held = {key_of[run] for run in _held_runs(conn, live, sorted(key_of))}
-    in_topics = _in_topics(conn, live, keys, key_of, bounds) - held
-    prunable = [k for k in keys if k not in held and k not in in_topics]
+    in_topics, young = _kept_by_records(conn, live, keys, key_of, bounds)
+    in_topics -= held
+    young -= held | in_topics
+    prunable = [k for k in keys if k not in held and k not in in_topics and k not in young]
     runs = sorted(run for k in prunable for run in runs_of[k])
     report.examined += len(keys)
     report.held += len(held)
     report.in_topics += len(in_topics)
+    report.young += len(young)
     report.pruned += len(prunable)
     report.runs += len(runs)
     if prunable:
@@ -291,15 +317,17 @@ def _held_runs(conn: psycopg.Connection[Any], live: str, runs: Sequence[str]) ->
     return [str(run_id) for (run_id,) in conn.execute(query, (list(runs),))]
 
 
-def _in_topics(
+def _kept_by_records(
     conn: psycopg.Connection[Any],
     live: str,
     keys: Sequence[str],
     key_of: dict[str, str],
     bounds: _Bounds,
-) -> set[str]:
-    """Those of ``keys`` with a record (its own or one of its runs') still in a topic: at or
-    above its partition's start, or on a partition whose start is unknown."""
+) -> tuple[set[str], set[str]]:
+    """Those of ``keys`` with a record (their own or one of their runs') still in a topic
+    (at or above its partition's start, or on a partition whose start is unknown), and
+    those with a record of ``bounds.young_from_ms`` or later (its own time, else the
+    broker's; one with neither counts as young)."""
     topics, parts, starts = bounds.arrays()
     deleted = sorted(bounds.deleted)
     topics += deleted
@@ -307,17 +335,39 @@ def _in_topics(
     starts += [_GONE] * len(deleted)
     runs = sorted(key_of)
     query = sql.SQL(
-        "SELECT DISTINCT x.k FROM ("
-        "SELECT e.admission_key AS k, e.src_topic, e.src_partition, e.src_offset FROM {log} e "
+        "SELECT x.k, bool_or(b.bound IS NULL OR x.src_offset >= b.bound), "
+        "bool_or(coalesce(x.t, %s) >= %s) FROM ("
+        "SELECT e.admission_key AS k, e.src_topic, e.src_partition, e.src_offset, "
+        "coalesce(e.time_ms, e.kafka_ts_ms) AS t FROM {log} e "
         "WHERE e.admission_key = ANY(%s) UNION ALL "
-        "SELECT m.k, e.src_topic, e.src_partition, e.src_offset "
+        "SELECT m.k, e.src_topic, e.src_partition, e.src_offset, "
+        "coalesce(e.time_ms, e.kafka_ts_ms) "
         "FROM unnest(%s::text[], %s::text[]) AS m(run_id, k) JOIN {log} e ON e.run_id = m.run_id"
         ") x LEFT JOIN unnest(%s::text[], %s::int[], %s::bigint[]) AS b(topic, part, bound) "
         "ON x.src_topic = b.topic AND (x.src_partition = b.part OR b.part = -1) "
-        "WHERE b.bound IS NULL OR x.src_offset >= b.bound"
+        "GROUP BY x.k"
     ).format(log=table(live, "event_log"))
-    params = (list(keys), runs, [key_of[r] for r in runs], topics, parts, starts)
-    return {str(k) for (k,) in conn.execute(query, params)}
+    # Without a time to keep from, no record is young (a time is never at or past _GONE).
+    young_from_ms = bounds.young_from_ms
+    untimed, young_from = (_GONE, young_from_ms) if young_from_ms is not None else (0, _GONE)
+    params = (
+        untimed,
+        young_from,
+        list(keys),
+        runs,
+        [key_of[r] for r in runs],
+        topics,
+        parts,
+        starts,
+    )
+    in_topics: set[str] = set()
+    young: set[str] = set()
+    for key, held_by_topic, held_by_age in conn.execute(query, params):
+        if held_by_topic:
+            in_topics.add(str(key))
+        if held_by_age:
+            young.add(str(key))
+    return in_topics, young
 
 
 def _delete(

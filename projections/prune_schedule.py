@@ -25,21 +25,23 @@ from streams.settings import Settings
 
 log = logging.getLogger("sluicegate.projector")
 
-Prune = Callable[[Settings, threading.Event], PruneReport]
+Prune = Callable[[Settings, threading.Event, int], PruneReport]
 
 
-def _prune(settings: Settings, stop: threading.Event) -> PruneReport:
-    return prune(settings, stop=stop)
+def _prune(settings: Settings, stop: threading.Event, keep_ms: int) -> PruneReport:
+    return prune(settings, stop=stop, keep_ms=keep_ms)
 
 
 class PruneSchedule:
-    """Prunes ``settings``' read model every ``every_s`` seconds until :meth:`close`."""
+    """Prunes ``settings``' read model every ``every_s`` seconds until :meth:`close`,
+    keeping occurrences with a record younger than ``keep_ms``."""
 
     def __init__(
         self,
         settings: Settings,
         every_s: float,
         *,
+        keep_ms: int = 0,
         run: Prune = _prune,
         clock: Callable[[], float] = time.time,
     ) -> None:
@@ -47,6 +49,7 @@ class PruneSchedule:
             raise ValueError("a prune schedule needs an interval above 0")
         self.settings = settings
         self.every_s = every_s
+        self.keep_ms = keep_ms
         self._run = run
         self._clock = clock
         self._stop = threading.Event()
@@ -78,7 +81,7 @@ class PruneSchedule:
     def run_once(self) -> PruneReport | None:
         """One prune now; its report, or ``None`` if it failed (logged)."""
         try:
-            report = self._run(self.settings, self._stop)
+            report = self._run(self.settings, self._stop, self.keep_ms)
         except Exception as e:  # any failure waits for the next interval
             self.runs += 1
             self.failures_in_a_row += 1
@@ -102,6 +105,7 @@ class PruneSchedule:
         last = self.last
         return {
             "every_seconds": self.every_s,
+            "keep_seconds": self.keep_ms / 1000,
             "runs": self.runs,
             "failures_in_a_row": self.failures_in_a_row,
             "last_at": self.last_at,

@@ -187,7 +187,7 @@ def cmd_projector(args: argparse.Namespace) -> int:
         heart = Heartbeat.from_environment()  # under `sluicegate serve`
         if heart is not None:
             heart.keep_beating(lambda: projector.alive(time.monotonic()), stop)
-        schedule = prune_schedule(settings, args.prune_every, args.share)
+        schedule = prune_schedule(settings, args.prune_every, args.share, args.prune_keep)
         probes = serve_probes(projector_probes(projector, schedule), args.health)
         try:
             projector.run()

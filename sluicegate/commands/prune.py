@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from projections.prune_schedule import PruneSchedule
 
 PRUNE_EVERY_ENV = "SLUICEGATE_PRUNE_EVERY"
+PRUNE_KEEP_ENV = "SLUICEGATE_PRUNE_KEEP"
 
 
 def add_prune(psub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -32,6 +33,7 @@ def add_prune(psub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         action="store_true",
         help="count what would be deleted, table by table, and delete nothing",
     )
+    add_keep_option(prune, "--keep", "keep")
     prune.add_argument(
         "--batch",
         type=_batch,
@@ -58,11 +60,33 @@ def _batch(text: str) -> int:
 def cmd_prune(args: argparse.Namespace) -> int:
     from projections.prune import BATCH, prune
 
-    report = prune(load_settings(), dry_run=args.dry_run, batch=args.batch or BATCH)
+    report = prune(
+        load_settings(), dry_run=args.dry_run, batch=args.batch or BATCH, keep_ms=args.keep
+    )
     for line in report.table_lines():
         print(line)
     print(report.describe(), file=sys.stderr)
     return 0
+
+
+def add_keep_option(parser: argparse.ArgumentParser, flag: str, dest: str) -> None:
+    parser.add_argument(
+        flag,
+        dest=dest,
+        type=_keep,
+        default=os.environ.get(PRUNE_KEEP_ENV) or "0s",  # argparse parses it with _keep
+        metavar="DURATION",
+        help="keep an occurrence with a record younger than this (an audit horizon, e.g. "
+        f"400d; default ${PRUNE_KEEP_ENV}, else 0s: as soon as the rules allow)",
+    )
+
+
+def _keep(text: str) -> int:
+    """Milliseconds an occurrence is kept at least."""
+    try:
+        return parse_duration(text)
+    except InvalidValue as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def add_prune_every_option(parser: argparse.ArgumentParser) -> None:
@@ -75,6 +99,7 @@ def add_prune_every_option(parser: argparse.ArgumentParser) -> None:
         "least 1s), the first one interval after the start; off by default "
         f"(${PRUNE_EVERY_ENV}). Only the projector of share 0 prunes",
     )
+    add_keep_option(parser, "--prune-keep", "prune_keep")
 
 
 def _every(text: str) -> float | None:
@@ -91,7 +116,7 @@ def _every(text: str) -> float | None:
 
 
 def prune_schedule(
-    settings: Settings, every_s: float | None, share: Share | None
+    settings: Settings, every_s: float | None, share: Share | None, keep_ms: int = 0
 ) -> PruneSchedule | None:
     """The started schedule of a projector told to prune, unless it projects a share other
     than the first (one projector of a deployment prunes)."""
@@ -103,7 +128,7 @@ def prune_schedule(
     if share is not None and share.index != 0:
         log.info("not pruning: the projector of share 0/%d does", share.count)
         return None
-    schedule = PruneSchedule(settings, every_s)
+    schedule = PruneSchedule(settings, every_s, keep_ms=keep_ms)
     schedule.start()
     log.info("pruning the read model every %g s, the first in %g s", every_s, every_s)
     return schedule

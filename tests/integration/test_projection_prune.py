@@ -28,7 +28,7 @@ from projections.rebuild import rebuild
 from schemas.events import AdmissionRecordEvicted, RunAdmitted
 from schemas.topics import DELIVERIES
 from streams.settings import Settings
-from tests.support.history import build_history, produce_history
+from tests.support.history import DAY_MS, build_history, produce_history
 from tests.support.kafka import unique_settings, wait_until
 from tests.support.ports import free_port
 from tests.support.prune import (
@@ -125,6 +125,24 @@ def test_an_occurrence_with_a_record_left_in_a_partition_stays(setup: Setup) -> 
 def _verify(settings: Settings) -> set[str]:
     result = rebuild(settings, verify=True, show_progress=False, timeout_s=60)
     return {d.describe() for d in result.differences}
+
+
+def test_an_audit_horizon_keeps_the_occurrences_with_a_younger_record(setup: Setup) -> None:
+    s = setup
+    expire(s.settings)
+    gone = forgotten(s)
+    times = sorted(s.last_at[k] for k in gone)
+    cutoff = times[len(times) // 2]
+    old = {k for k in gone if s.last_at[k] < cutoff}
+    assert old and gone - old
+    keep = 400 * DAY_MS
+    before = snapshot(s.settings, s.schema)
+    report = prune(s.settings, keep_ms=keep, now_ms=lambda: cutoff + keep)
+    assert (report.pruned, report.young) == (len(old), len(gone - old))
+    assert report.describe().endswith(f"; kept {len(gone - old):,} younger than 400d")
+    assert snapshot(s.settings, s.schema) == without(before, old, runs_of_keys(s, old))
+    again = prune(s.settings, keep_ms=keep, now_ms=lambda: times[-1] + 1 + keep)
+    assert again.pruned == len(gone - old), "once older than the horizon, they go"
 
 
 def test_the_projector_goes_on_between_batches(setup: Setup) -> None:

@@ -21,6 +21,7 @@ from psycopg import sql
 
 from projections.db import connect, schema_name
 from projections.projector import Projector
+from projections.rows import record_time_ms
 from projections.sources import source_topics
 from schemas.events import ActionDispatched, AdmissionRecordEvicted, RunAdmitted
 from schemas.topics import DELIVERIES, JOURNAL, named
@@ -46,6 +47,8 @@ class Setup:
     """Runs the gate dispatched or the gateway journalled."""
     journal_evicted: set[str]
     """Runs whose journal the gateway evicted."""
+    last_at: dict[str, int]
+    """Admission key -> the latest time its records (its own and its runs') state."""
 
 
 def _journal(run_id: str, action_id: str, *, evict: bool) -> list[Emitted]:
@@ -111,6 +114,14 @@ def setup_history(settings: Settings) -> Setup:
         extra.append(Emitted(template.topic, template.key, record))
     extra += _journal(both, f"{both}.entry", evict=True)
     produce_history(settings, history + extra, rng=rng)
+    key_of = {run: key for key, runs in runs_of.items() for run in runs}
+    last_at: dict[str, int] = {}
+    for e in history + extra:
+        named: str | None = getattr(e.record, "admission_key", None)
+        named = named or key_of.get(getattr(e.record, "run_id", None) or "")
+        at = record_time_ms(e.record)
+        if named is not None and at is not None:
+            last_at[named] = max(at, last_at.get(named, at))
     with Projector(settings) as projector:
         projector.run_until(timeout_s=60)
     gateway = {e.record.run_id for e in dispatches if isinstance(e.record, ActionDispatched)}
@@ -122,6 +133,7 @@ def setup_history(settings: Settings) -> Setup:
         delivered - set(runs_of),
         gateway | {journalled, kept, both, pending},
         {journalled, both},
+        last_at,
     )
 
 

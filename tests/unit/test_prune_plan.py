@@ -50,3 +50,5 @@ def test_the_report_reads_as_what_was_done() -> None:
         "still holds (stopped before the end: the next prune goes on)"
     )
     assert report.describe().startswith("projections prune: pruned 2 occurrences")
+    report.stopped, report.keep_ms, report.young = False, 400 * 86_400_000, 7
+    assert report.describe().endswith("still holds; kept 7 younger than 400d")

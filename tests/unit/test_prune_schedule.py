@@ -21,8 +21,9 @@ class FakePrune:
         self.outcomes = list(outcomes)
         self.calls = 0
 
-    def __call__(self, settings: Settings, stop: threading.Event) -> PruneReport:
+    def __call__(self, settings: Settings, stop: threading.Event, keep_ms: int) -> PruneReport:
         self.calls += 1
+        self.keep_ms = keep_ms
         outcome = self.outcomes.pop(0)
         if isinstance(outcome, Exception):
             raise outcome
@@ -39,11 +40,14 @@ def test_a_failure_is_reported_and_the_next_prune_still_runs(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     run = FakePrune(OSError("no route to host\nsecond line"), OSError("again"), _report(3))
-    schedule = PruneSchedule(load_settings({}), 60, run=run, clock=lambda: 1_000.0)
+    schedule = PruneSchedule(
+        load_settings({}), 60, keep_ms=86_400_000, run=run, clock=lambda: 1_000.0
+    )
     assert schedule.run_once() is None
     assert schedule.run_once() is None
     assert schedule.details() == {
         "every_seconds": 60,
+        "keep_seconds": 86_400.0,
         "runs": 2,
         "failures_in_a_row": 2,
         "last_at": 1_000.0,
@@ -57,7 +61,7 @@ def test_a_failure_is_reported_and_the_next_prune_still_runs(
     details = schedule.details()
     assert (details["failures_in_a_row"], details["last_error"]) == (0, None)
     assert (details["last_pruned"], details["last_rows"]) == (3, 30)
-    assert run.calls == 3
+    assert (run.calls, run.keep_ms) == (3, 86_400_000)
 
 
 def test_nothing_is_pruned_before_one_interval_and_close_ends_the_thread() -> None:
@@ -72,7 +76,7 @@ def test_nothing_is_pruned_before_one_interval_and_close_ends_the_thread() -> No
 def test_the_stop_reaches_the_prune_in_progress() -> None:
     seen: list[bool] = []
 
-    def run(settings: Settings, stop: threading.Event) -> PruneReport:
+    def run(settings: Settings, stop: threading.Event, keep_ms: int) -> PruneReport:
         seen.append(stop.is_set())
         schedule.close(timeout_s=0)  # as a SIGTERM during the prune would
         seen.append(stop.is_set())
@@ -110,6 +114,27 @@ def test_an_interval_under_a_second_or_not_a_duration_is_refused(
     with pytest.raises(SystemExit):
         parser.parse_args([f"--prune-every={given}"])
     assert "(or off)" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("given", "ms"), [("0s", 0), ("400d", 400 * 86_400_000), ("90m", 5_400_000)]
+)
+def test_the_audit_horizon_is_a_duration(given: str, ms: int) -> None:
+    parser = argparse.ArgumentParser()
+    add_prune_every_option(parser)
+    assert parser.parse_args(["--prune-keep", given]).prune_keep == ms
+
+
+def test_the_audit_horizon_defaults_to_the_environment_and_refuses_a_non_duration(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("SLUICEGATE_PRUNE_KEEP", "30d")
+    parser = argparse.ArgumentParser()
+    add_prune_every_option(parser)
+    assert parser.parse_args([]).prune_keep == 30 * 86_400_000
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--prune-keep", "a year"])
+    assert "is not a duration" in capsys.readouterr().err
 
 
 def test_the_interval_defaults_to_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
