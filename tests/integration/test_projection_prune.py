@@ -23,7 +23,8 @@ import pytest
 from projections.db import connect
 from projections.errors import ProjectionUnavailable
 from projections.projector import Projector
-from projections.prune import BY_KEY, BY_RUN, PruneReport, prune
+from projections.prune import PruneReport, prune
+from projections.prune_rows import BY_KEY, BY_RUN
 from projections.rebuild import rebuild
 from schemas.events import AdmissionRecordEvicted, RunAdmitted
 from schemas.topics import DELIVERIES

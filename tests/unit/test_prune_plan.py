@@ -11,7 +11,8 @@ from collections import Counter
 
 from projections.migrate import migrations
 from projections.model import TABLES
-from projections.prune import BY_KEY, BY_RUN, KEPT, PruneReport
+from projections.prune import PruneReport
+from projections.prune_rows import BY_KEY, BY_RUN, KEPT
 
 _CREATED = re.compile(r"CREATE TABLE (\w+)")
 
