@@ -216,6 +216,8 @@ def delete_rows(
     runs: Sequence[str],
     rows: Counter[str],
 ) -> None:
+    """Delete every row of :data:`BY_RUN` naming one of ``runs`` and of :data:`BY_KEY`
+    naming one of ``keys``; add the counts per table to ``rows``."""
     # Run-keyed rows first: ``runs`` (by key) is what names them.
     for name in BY_RUN:
         if runs:

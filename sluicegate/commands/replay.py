@@ -88,8 +88,9 @@ def cmd_replay(args: argparse.Namespace) -> int:
         print(f"replay: {undecodable} message(s) could not be decoded (see above)", file=sys.stderr)
     if gaps:
         lost = sum(g.end - g.first for g in gaps)
+        partitions = len({(g.topic, g.partition) for g in gaps})
         print(
-            f"replay: {lost} offset(s) of {len(gaps)} partition(s) left retention while replay "
+            f"replay: {lost} offset(s) of {partitions} partition(s) left retention while replay "
             "read them (see above): the output lacks whatever records they held",
             file=sys.stderr,
         )

@@ -311,8 +311,8 @@ def _skip_removed(
     end: int,
 ) -> Gap | None:
     """The partition's position was removed by retention: move ``position`` to its new start
-    (seeking there unless that is at or past ``end``: the caller stops reading it) and return
-    the offsets skipped, if any."""
+    (assigning the partition afresh there unless that is at or past ``end``: the caller then
+    stops reading it) and return the offsets skipped, if any."""
     topic, partition = where
     first = position[where]
     start = _offsets(admin, [TopicPartition(topic, partition)], _EARLIEST)[where]
