@@ -353,9 +353,10 @@ async def _get_metrics(request: web.Request) -> web.Response:
         return metrics.render(
             queries.get_stats(conn, schema),
             queries.get_offsets(conn, schema),
-            queries.get_parked_count(conn, schema),
-            queries.get_gap_offsets(conn, schema),
-            queries.get_dead_letter_counts(conn, schema),
+            parked=queries.get_parked_count(conn, schema),
+            gap_offsets=queries.get_gap_offsets(conn, schema),
+            dead_letters=queries.get_dead_letter_counts(conn, schema),
+            table_bytes=queries.get_table_bytes(conn, schema),
         )
 
     try:

@@ -3,7 +3,8 @@
 Every key of ``sluicegate stats`` becomes ``sluicegate_<key>_total`` (a counter) or, for
 what can go down again (open holds, unresolved attempts), ``sluicegate_<key>`` (a gauge);
 counts by reason carry a ``reason`` label. The projector's stored offsets are exported as
-``sluicegate_projection_offset{topic,partition}`` so lag can be computed against Kafka's.
+``sluicegate_projection_offset{topic,partition}`` so lag can be computed against Kafka's, and
+each table's disk as ``sluicegate_projection_table_bytes{table}``.
 """
 
 from __future__ import annotations
@@ -42,15 +43,18 @@ def _escape(value: str) -> str:
 def render(
     stats: Mapping[str, Any],
     offsets: Sequence[Mapping[str, Any]],
+    *,
     parked: int,
     gap_offsets: int = 0,
     dead_letters: Mapping[str, int] | None = None,
+    table_bytes: Mapping[str, int] | None = None,
 ) -> str:
     """The exposition text for ``stats`` (as from ``queries.get_stats``) and ``offsets``;
     ``parked`` messages, ``gap_offsets`` (offsets that left retention unprojected) and
     ``dead_letters`` (records the stream apps could not decide, by kind: every kind is
     listed, 0 when there are none, so an alert on one has a series from the start; a kind
-    no engine writes counts as ``other``)."""
+    no engine writes counts as ``other``) and ``table_bytes`` (each table's disk, so the read
+    model's growth, and what ``projections prune`` frees, can be watched)."""
     lines: list[str] = []
     for key, value in stats.items():
         gauge = key in GAUGES
@@ -85,6 +89,14 @@ def render(
         letters[shown] = letters.get(shown, 0) + count
     for kind, count in sorted(letters.items()):
         lines.append(f'sluicegate_dead_letters_total{{kind="{_escape(kind)}"}} {count}')
+    lines.append(
+        "# HELP sluicegate_projection_table_bytes Disk each table of the read model takes, "
+        "its indexes included (space a prune frees is reused by later rows; VACUUM FULL "
+        "returns it)."
+    )
+    lines.append("# TYPE sluicegate_projection_table_bytes gauge")
+    for table, size in sorted((table_bytes or {}).items()):
+        lines.append(f'sluicegate_projection_table_bytes{{table="{_escape(table)}"}} {int(size)}')
     lines.append(
         "# HELP sluicegate_projection_offset Next offset the projector will read, per partition."
     )

@@ -28,6 +28,7 @@ from projections.queries.counts import (
     get_offsets,
     get_parked_count,
     get_stats,
+    get_table_bytes,
 )
 from projections.queries.dead_letters import list_dead_letters
 from projections.queries.occurrences import get_occurrence
@@ -50,6 +51,7 @@ __all__ = [
     "get_run_candidates",
     "get_scope",
     "get_stats",
+    "get_table_bytes",
     "get_timeline",
     "iso",
     "limit_reads",

@@ -88,3 +88,18 @@ def get_gap_offsets(conn: psycopg.Connection[Any], schema: str) -> int:
         ),
     )
     return int(row["n"]) if row else 0
+
+
+def get_table_bytes(conn: psycopg.Connection[Any], schema: str) -> dict[str, int]:
+    """Disk each table of ``schema`` takes now, its indexes and TOAST included (PostgreSQL's
+    ``pg_total_relation_size``: no scan of the rows, so cheap at any size)."""
+    rows = fetch_all(
+        conn,
+        sql.SQL(
+            "SELECT c.relname AS name, pg_total_relation_size(c.oid) AS bytes FROM pg_class c "
+            "JOIN pg_namespace n ON n.oid = c.relnamespace "
+            "WHERE n.nspname = %s AND c.relkind IN ('r', 'p')"
+        ).format(),
+        (schema,),
+    )
+    return {str(row["name"]): int(row["bytes"]) for row in rows}

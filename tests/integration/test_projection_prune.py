@@ -19,16 +19,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from aiohttp.test_utils import TestClient
 
 from projections.db import connect
 from projections.errors import ProjectionUnavailable
 from projections.projector import Projector
 from projections.prune import PruneReport, prune
-from projections.prune_rows import BY_KEY, BY_RUN
+from projections.prune_rows import BY_KEY, BY_RUN, KEPT
 from projections.rebuild import rebuild
 from schemas.events import AdmissionRecordEvicted, RunAdmitted
 from schemas.topics import DELIVERIES
 from streams.settings import Settings
+from tests.integration.test_read_cli_http import with_client
 from tests.support.history import DAY_MS, build_history, produce_history
 from tests.support.kafka import unique_settings, wait_until
 from tests.support.ports import free_port
@@ -266,3 +268,20 @@ def test_a_deployment_without_a_read_model_is_told_so() -> None:
     settings = unique_settings(partitions=1)
     with pytest.raises(ProjectionUnavailable, match="no read model in schema"):
         prune(settings)
+
+
+def test_metrics_show_each_table_s_disk(setup: Setup) -> None:
+    """What the read model takes, table by table, is on /metrics: its growth, and what a
+    prune frees, can be watched."""
+    found: dict[str, int] = {}
+
+    async def read(client: TestClient[Any, Any]) -> None:
+        text = await (await client.get("/metrics")).text()
+        for line in text.splitlines():
+            if line.startswith("sluicegate_projection_table_bytes{"):
+                name = line.split('"')[1]
+                found[name] = int(line.rsplit(" ", 1)[1])
+
+    with_client(setup.settings, read)
+    assert set(BY_KEY) | set(BY_RUN) | set(KEPT) <= set(found)
+    assert found["event_log"] > found["workflows"] > 0

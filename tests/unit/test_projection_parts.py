@@ -209,6 +209,15 @@ def test_metrics_text() -> None:
     assert text.endswith("\n")
 
 
+def test_metrics_show_each_table_s_disk() -> None:
+    text = render({}, [], parked=0, table_bytes={"runs": 8192, "event_log": 65536})
+    assert (
+        "# TYPE sluicegate_projection_table_bytes gauge\n"
+        'sluicegate_projection_table_bytes{table="event_log"} 65536\n'
+        'sluicegate_projection_table_bytes{table="runs"} 8192\n'
+    ) in text
+
+
 def test_difference_descriptions() -> None:
     changed = Difference("runs", {"run_id": "r"}, "changed", {"a": 1, "b": 2}, {"a": 1, "b": 3})
     assert changed.describe() == "runs (run_id='r'): b: live 2 != rebuilt 3"
