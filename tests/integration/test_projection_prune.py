@@ -14,6 +14,7 @@ import random
 import signal
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -177,6 +178,33 @@ def test_the_projector_goes_on_between_batches(setup: Setup) -> None:
     assert len(batches) == report.examined + 2, "one key a batch, then none, twice"
     logged = snapshot(s.settings, s.schema)["event_log"].total()
     assert logged == before - report.rows["event_log"] + len(more), "no later record lost"
+
+
+def test_two_prunes_at_once_delete_each_occurrence_once(setup: Setup) -> None:
+    """A cron job's prune beside the projector's: their batches take turns on the lock,
+    each occurrence goes in one of them, and the tables end as one prune leaves them."""
+    s = setup
+    gone = forgotten(s)
+    expire(s.settings)
+    before = snapshot(s.settings, s.schema)
+    reports: list[PruneReport] = []
+    failures: list[BaseException] = []
+
+    def one() -> None:
+        try:
+            reports.append(prune(s.settings, batch=1))
+        except BaseException as e:
+            failures.append(e)
+
+    threads = [threading.Thread(target=one) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    assert failures == [] and len(reports) == 2
+    assert sum(r.pruned for r in reports) == len(gone)
+    assert sum(r.rows["evictions"] for r in reports) == len(gone & s.evicted)
+    assert snapshot(s.settings, s.schema) == without(before, gone, runs_of_keys(s, gone))
 
 
 def test_every_table_it_deletes_from_has_an_index_on_the_column(setup: Setup) -> None:
