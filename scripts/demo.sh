@@ -276,6 +276,16 @@ curl -s "${read_auth[@]}" "$read_api/metrics" | grep '^sluicegate_dead_letters_t
 say "the counts: dispatched, expired before send, superseded, unresolved attempts, holds"
 $sg stats
 
+say "the read model's size, and what a prune would delete now"
+echo "The projector keeps every row until 'sluicegate projections prune' deletes the occurrences"
+echo "the engine forgot (evicted once the workflow's retention passed) and the topics no longer"
+echo "hold, with every row built from them. This demo's occurrences are minutes old, so a dry"
+echo "run finds nothing to delete yet. 'sluicegate projector --prune-every 6h' (or"
+echo "SLUICEGATE_PRUNE_EVERY=6h) prunes on a schedule; '--keep 400d' keeps an audit horizon."
+curl -s "${read_auth[@]}" "$read_api/metrics" \
+  | grep -E '^sluicegate_projection_table_bytes\{table="(event_log|runs|deliveries)"\}'
+$sg projections prune --dry-run
+
 if [ "${DEMO_EXIT:-0}" = 1 ]; then
   exit 0
 fi
