@@ -123,14 +123,16 @@ def table(schema: str, name: str) -> sql.Identifier:
     return sql.Identifier(schema, name)
 
 
-def fetch_all(conn: psycopg.Connection[Any], query: sql.Composed, params: Any = None) -> list[Json]:
+def fetch_all(
+    conn: psycopg.Connection[Any], query: sql.SQL | sql.Composed, params: Any = None
+) -> list[Json]:
     with conn.cursor(row_factory=dict_row) as cur:
         cur.execute(query, params)
         return list(cur.fetchall())
 
 
 def fetch_one(
-    conn: psycopg.Connection[Any], query: sql.Composed, params: Any = None
+    conn: psycopg.Connection[Any], query: sql.SQL | sql.Composed, params: Any = None
 ) -> Json | None:
     rows = fetch_all(conn, query, params)
     return rows[0] if rows else None

@@ -99,7 +99,7 @@ def get_table_bytes(conn: psycopg.Connection[Any], schema: str) -> dict[str, int
             "SELECT c.relname AS name, pg_total_relation_size(c.oid) AS bytes FROM pg_class c "
             "JOIN pg_namespace n ON n.oid = c.relnamespace "
             "WHERE n.nspname = %s AND c.relkind IN ('r', 'p')"
-        ).format(),
+        ),
         (schema,),
     )
     return {str(row["name"]): int(row["bytes"]) for row in rows}
