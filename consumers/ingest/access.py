@@ -7,8 +7,8 @@ failed). No secret, token, signature or body ever appears in a log line or a res
 
 Every refusal is ``{"error": {"code", "message", "problems"}}``. Any exception that is not a
 deliberate refusal is a server fault: it is logged with its traceback and answered 500
-``internal_error``. Requests that aiohttp cannot parse as HTTP at all get its plain-text 400,
-logged as one warning line without a traceback.
+``internal_error``. Requests that aiohttp cannot parse as HTTP at all never reach this
+middleware: :mod:`consumers.ingest.malformed` answers and logs them.
 """
 
 from __future__ import annotations
@@ -19,7 +19,6 @@ import re
 import time
 
 from aiohttp import web
-from aiohttp.http_exceptions import HttpProcessingError
 from aiohttp.typedefs import Handler, Middleware
 
 from consumers.ingest.answers import json_response
@@ -30,9 +29,9 @@ from consumers.ingest.errors import (
     PayloadTooLarge,
     RequestRefused,
     RouteNotFound,
-    shorten,
 )
 from consumers.ingest.hooks import DELIVERY_ID, SUBSCRIPTION
+from consumers.ingest.malformed import QuietMalformedHttp
 
 log = logging.getLogger("sluicegate.ingest")
 access_log = logging.getLogger("sluicegate.ingest.access")
@@ -132,28 +131,8 @@ class _RedactTokens(logging.Filter):
         return True
 
 
-class _QuietMalformedHttp(logging.Filter):
-    """Turns aiohttp's traceback for a request it could not parse into one warning line.
-
-    aiohttp answers such a request (bad request line, header bytes, framing) with its own 400
-    before any handler runs, and logs the parser's exception at ERROR with a traceback. That
-    is the client's fault, not the server's: the operator gets one line saying what was
-    refused, and tracebacks in the log stay reserved for real server faults.
-    """
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        exc = record.exc_info[1] if record.exc_info else None
-        if isinstance(exc, HttpProcessingError):
-            remote = record.args[0] if isinstance(record.args, tuple) and record.args else "?"
-            record.msg = "refused a request that is not valid HTTP from %s: %s"
-            record.args = (remote, shorten(str(exc.message or exc), 300))
-            record.exc_info, record.exc_text = None, None
-            record.levelno, record.levelname = logging.WARNING, "WARNING"
-        return True
-
-
 def install_log_filters() -> None:
-    for name, kind in (("aiohttp.access", _RedactTokens), ("aiohttp.server", _QuietMalformedHttp)):
+    for name, kind in (("aiohttp.access", _RedactTokens), ("aiohttp.server", QuietMalformedHttp)):
         logger = logging.getLogger(name)
         if not any(isinstance(f, kind) for f in logger.filters):
             logger.addFilter(kind())

@@ -78,6 +78,19 @@ class BadRequest(RequestRefused):
     code = "bad_request"
 
 
+class MalformedRequest(BadRequest):
+    """The bytes are not an HTTP/1.1 request aiohttp can parse: the request line, a header or
+    the framing (``malformed.py``). Answered before any route runs; the connection closes."""
+
+    code = "malformed_request"
+
+
+class RequestHeadTooLarge(BadRequest):
+    """The request line or a header is over 8,190 bytes, or there are over 128 headers."""
+
+    code = "request_head_too_large"
+
+
 class RouteNotFound(RequestRefused):
     """No such route (an unknown destination is :class:`Unauthorized`, never a 404)."""
 

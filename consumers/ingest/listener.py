@@ -13,6 +13,8 @@ So:
 - a listener holding ``SLUICEGATE_INGEST_MAX_CONNECTIONS`` connections answers the next
   one 503 ``too_many_connections`` (``Retry-After: 1``, ``Connection: close``) at once,
   without reading it, and closes it: a descriptor for a moment, never a handler;
+- a request aiohttp cannot parse as HTTP is answered in the contract's shape, quoting none
+  of its bytes (:mod:`consumers.ingest.malformed`);
 - the process's descriptor limit is raised (up to its hard limit) to fit every listener's
   connections plus :data:`RESERVED_DESCRIPTORS`; where it cannot be, the connection limit
   is lowered to what fits, with a warning, so accepting never fails for want of one.
@@ -30,6 +32,7 @@ from aiohttp import web
 from aiohttp.web_protocol import RequestHandler
 
 from consumers.ingest.errors import TooManyConnections
+from consumers.ingest.malformed import JsonErrorRequestHandler
 
 log = logging.getLogger("sluicegate.ingest")
 
@@ -109,7 +112,11 @@ class CappedSite(web.TCPSite):
             now = loop.time()
             if count.open(now) < self.limit:
                 count.accepting(now)
-                return server()
+                handler = server()
+                # aiohttp makes its handler itself (with the runner's settings); this
+                # subclass adds no state, only the contract's answer to unparsable requests.
+                handler.__class__ = JsonErrorRequestHandler
+                return handler
             self._count_refusal(now)
             return _Refuse(self._answer)
 

@@ -35,3 +35,18 @@ def test_requests_that_are_not_http_get_400_and_one_warning_line_each(tmp_path: 
     refused = [line for line in log.splitlines() if "Invalid header token" in line]
     assert len(refused) == 1 and '"level": "warning"' in refused[0], refused
     assert "refused a request that is not valid HTTP from 127.0.0.1" in refused[0]
+
+
+def test_the_warning_line_quotes_none_of_the_senders_bytes(tmp_path: Path) -> None:
+    # The parser's message quotes the line it failed on: here the API key header.
+    key = "vmKeyMarker7f3a"
+    raw = f"GET /api/v3/account HTTP/1.1\r\nHost: x\r\nX-MBX-APIKEY: {key}\x00\r\n\r\n"
+    with running_venue(tmp_path) as venue:
+        with socket.create_connection(("127.0.0.1", venue.port), timeout=5) as conn:
+            conn.sendall(raw.encode())
+            assert conn.recv(4096).split(b" ", 2)[1] == b"400"
+        wait_until(lambda: "Invalid header value char" in venue.log(), timeout_s=10)
+        log = venue.log()
+    refused = [line for line in log.splitlines() if "not valid HTTP" in line]
+    assert len(refused) == 1, refused
+    assert key not in log, refused
