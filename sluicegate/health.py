@@ -8,6 +8,8 @@
   a projector or a worker that is not alive by its own ``alive()``): restart it;
 - ``GET /readyz``: 200 while it processes what arrives (an engine instance running, its
   partitions restored and consumed; a projector connected to PostgreSQL), 503 otherwise;
+- ``GET /metrics``: an engine instance's counters, phase and input lag as Prometheus text
+  (``sluicegate/instance_metrics.py``); 404 for the projector and a worker;
 
 each with the status as JSON (an engine's from ``streams/engine/status.py``: phase, how
 long, why it is starting over, start-overs in a row, assigned partitions; the others' from
@@ -45,6 +47,8 @@ def parse_address(text: str) -> tuple[str, int]:
         raise ValueError(f"health address {text!r}: port out of range")
     return (host.strip("[]") or "127.0.0.1"), number
 
+
+METRICS_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 MAX_CONNECTIONS = 16
 """Connections served at once; one more is closed unanswered. A thread serves each, so
@@ -128,6 +132,10 @@ def _handler(probes: Probes) -> type[BaseHTTPRequestHandler]:
 
         def _answer(self, *, body: bool) -> None:
             path = self.path.split("?", 1)[0]
+            text = probes.metrics() if path == "/metrics" else None
+            if text is not None:
+                self._send_bytes(HTTPStatus.OK, text.encode(), METRICS_TYPE, body)
+                return
             if path not in ("/healthz", "/readyz"):
                 self._send(HTTPStatus.NOT_FOUND, {"error": "not_found"}, body)
                 return
@@ -151,9 +159,11 @@ def _handler(probes: Probes) -> type[BaseHTTPRequestHandler]:
             self._send(known, {"error": reason, "detail": message or known.description}, True)
 
         def _send(self, code: HTTPStatus, payload: dict[str, object], body: bool) -> None:
-            data = json.dumps(payload).encode() + b"\n"
+            self._send_bytes(code, json.dumps(payload).encode() + b"\n", "application/json", body)
+
+        def _send_bytes(self, code: HTTPStatus, data: bytes, kind: str, body: bool) -> None:
             self.send_response(code)
-            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Type", kind)
             self.send_header("Content-Length", str(len(data)))
             self.send_header("Cache-Control", "no-store")
             if code == HTTPStatus.METHOD_NOT_ALLOWED:

@@ -5,9 +5,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
+from sluicegate import instance_metrics
 from streams.engine.status import InstanceStatus, Snapshot, describe, healthy, ready
+
+if TYPE_CHECKING:  # types only: building the CLI's parser must not load the engine
+    from streams.engine.batch import ProcessorStats
+    from streams.engine.effects import EffectStats
 
 Answer = tuple[bool, dict[str, object]]
 """Whether a probe passes, and the body it answers with."""
@@ -18,12 +23,21 @@ class Probes(Protocol):
 
     def readyz(self) -> Answer: ...
 
+    def metrics(self) -> str | None:
+        """Prometheus text for ``GET /metrics``; ``None``: the component serves none (404)."""
+        ...
+
 
 @dataclass(frozen=True)
 class EngineProbes:
-    """An engine instance's probes, from its :class:`InstanceStatus`."""
+    """An engine instance's probes, from its :class:`InstanceStatus`; with ``stats``,
+    ``app`` and ``instance_id`` its ``/metrics`` too (``sluicegate/instance_metrics.py``)."""
 
     status: InstanceStatus
+    stats: ProcessorStats | None = None
+    app: str = ""
+    instance_id: str = ""
+    effects: EffectStats | None = None
 
     def healthz(self) -> Answer:
         snapshot, now, limit = self._read()
@@ -32,6 +46,20 @@ class EngineProbes:
     def readyz(self) -> Answer:
         snapshot, now, limit = self._read()
         return ready(snapshot), describe(snapshot, now, limit)
+
+    def metrics(self) -> str | None:
+        if self.stats is None:
+            return None
+        snapshot, now, limit = self._read()
+        return instance_metrics.render(
+            self.app,
+            self.instance_id,
+            self.stats,
+            snapshot,
+            now=now,
+            stalled_after_s=limit,
+            effects=self.effects,
+        )
 
     def _read(self) -> tuple[Snapshot, float, float]:
         return self.status.snapshot(), self.status.clock(), self.status.stalled_after_s
@@ -56,3 +84,6 @@ class LoopProbes:
     def readyz(self) -> Answer:
         body = self._body()
         return bool(body["ready"]), body
+
+    def metrics(self) -> str | None:
+        return None  # the projector's are on the read API's /metrics

@@ -19,10 +19,23 @@ from streams.heartbeat import Heartbeat
 
 if TYPE_CHECKING:
     from sluicegate.health import HealthServer
+    from streams.engine.batch import ProcessorStats
+    from streams.engine.effects import EffectRunner
+
+
+class Named(Protocol):
+    @property
+    def name(self) -> str: ...
 
 
 class Runs(Protocol):
     status: InstanceStatus
+    stats: ProcessorStats
+    instance_id: str
+    effects: EffectRunner | None
+
+    @property
+    def app(self) -> Named: ...
 
     def run(self) -> None: ...
 
@@ -166,7 +179,15 @@ def run_until_signalled(
         heart.keep_beating(
             lambda: healthy(status.snapshot(), status.clock(), status.stalled_after_s), beating
         )
-    probes = serve_probes(EngineProbes(processor.status), health, log)
+    effects = processor.effects
+    described = EngineProbes(
+        processor.status,
+        processor.stats,
+        processor.app.name,
+        processor.instance_id,
+        effects.stats if effects is not None else None,
+    )
+    probes = serve_probes(described, health, log)
     try:
         processor.run()
     finally:

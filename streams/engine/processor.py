@@ -91,7 +91,7 @@ from confluent_kafka import KafkaException, TopicPartition
 
 from schemas.topics import DEAD_LETTERS
 from streams.clock import wall_clock_ms
-from streams.engine import failpoints
+from streams.engine import failpoints, lag
 from streams.engine import transactions as txn
 from streams.engine.app import StreamApp
 from streams.engine.assignment import Assignment
@@ -210,6 +210,7 @@ class Processor(Generic[S, C, E]):
             effects=self.effects,
         )
         self._restore_retry_s = RESTORE_RETRY_S[0]
+        self._lag_due = 0.0
         self._rejoined_at: float | None = None
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -364,6 +365,9 @@ class Processor(Generic[S, C, E]):
     def step(self) -> None:
         """Consume one batch and commit it (or nothing, if there was nothing to do)."""
         self.status.came_round()
+        if (moment := time.monotonic()) >= self._lag_due:
+            self._lag_due = moment + lag.SAMPLE_EVERY_S
+            self.status.lagging(lag.sample(self._clients.consumer, self._held.offsets))
         # Something is due at once (a step a decision left due now, or an effect's answer):
         # take what has arrived and go on rather than wait a commit interval for more.
         batches = self._transactor

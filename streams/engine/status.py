@@ -28,6 +28,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
+from streams.engine.lag import PartitionLag
 from streams.errors import StreamsError
 
 
@@ -69,6 +70,9 @@ class Snapshot:
     failed_in_a_row: int = 0
     """Start-overs since the instance last reached ``running``."""
     assigned: tuple[int, ...] = ()
+    lag: tuple[PartitionLag, ...] = ()
+    """The input partitions' lag at the loop's last sample (``lag.py``); none outside
+    ``running``."""
 
 
 class InstanceStatus:
@@ -102,11 +106,16 @@ class InstanceStatus:
             reason=reason if phase in (Phase.STARTING_OVER, Phase.STOPPED) else None,
             starts_over=now.starts_over + over,
             failed_in_a_row=0 if phase is Phase.RUNNING else now.failed_in_a_row + over,
+            lag=now.lag if phase is Phase.RUNNING else (),
         )
 
     def came_round(self) -> None:
         """The instance's loop came round."""
         self._now = replace(self._now, loop_at=self.clock())
+
+    def lagging(self, lag: tuple[PartitionLag, ...]) -> None:
+        """The input partitions' lag, as the loop just sampled it."""
+        self._now = replace(self._now, lag=lag)
 
     def holding(self, assigned: tuple[int, ...]) -> None:
         """The partitions whose stores the instance holds now."""

@@ -14,6 +14,7 @@ import re
 import socket
 import threading
 from collections.abc import Iterator, Sequence
+from types import SimpleNamespace
 
 import pytest
 
@@ -23,6 +24,8 @@ from sluicegate.errors import SluicegateError
 from sluicegate.health import MAX_CONNECTIONS, HealthServer, parse_address
 from sluicegate.probes import EngineProbes
 from streams.engine import processor as processor_module
+from streams.engine.batch import ProcessorStats
+from streams.engine.effects import EffectRunner
 from streams.engine.processor import Processor
 from streams.engine.status import InstanceStatus, Phase
 from tests.support.clocks import ManualClock
@@ -35,6 +38,7 @@ from tests.support.engine_toy import (
     record,
 )
 from tests.support.kafka import unique_settings, wait_until
+from tests.support.prometheus import Page
 
 
 @pytest.fixture()
@@ -204,10 +208,15 @@ def test_the_command_loop_serves_the_probes_while_the_instance_runs(
     """``--health`` as ``sluicegate processor``, ``gate`` and ``gateway`` use it: served from
     before the instance runs until it has stopped."""
     seen: list[int] = []
+    WHO = {"app": "probed", "instance_id": "probed-1"}
 
     class Instance:
         def __init__(self) -> None:
             self.status = InstanceStatus(stalled_after_s=60.0)
+            self.stats = ProcessorStats()
+            self.instance_id = "probed-1"
+            self.app = SimpleNamespace(name="probed")
+            self.effects: EffectRunner | None = None
 
         def run(self) -> None:
             found = re.search(r"http://([\d.]+):(\d+)", caplog.text)
@@ -217,7 +226,13 @@ def test_the_command_loop_serves_the_probes_while_the_instance_runs(
             self.status.enter(Phase.RUNNING)
             conn = http.client.HTTPConnection(*address, timeout=5)
             conn.request("GET", "/readyz")
-            seen.append(conn.getresponse().status)
+            answer = conn.getresponse()
+            seen.append(answer.status)
+            answer.read()
+            self.stats.records = 5
+            conn.request("GET", "/metrics")
+            page = Page(conn.getresponse().read().decode())
+            seen.append(int(page.value("sluicegate_engine_records_total", **WHO)))
             conn.close()
             self.status.enter(Phase.STOPPED)
 
@@ -227,7 +242,7 @@ def test_the_command_loop_serves_the_probes_while_the_instance_runs(
     log = logging.getLogger("test.health")
     with caplog.at_level(logging.INFO, logger="test.health"):
         engine.run_until_signalled(Instance(), log, lambda _s: "done", ("127.0.0.1", 0))
-    assert seen == [200]
+    assert seen == [200, 5]
 
 
 class WedgingApp(ToyApp):

@@ -6,10 +6,13 @@ import logging
 import os
 import signal
 from collections.abc import Iterator
+from types import SimpleNamespace
 
 import pytest
 
 from sluicegate.commands import engine
+from streams.engine.batch import ProcessorStats
+from streams.engine.effects import EffectRunner
 from streams.engine.status import InstanceStatus
 
 HANDLED = (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1)
@@ -34,6 +37,10 @@ class Counting:
         self.batches = 0
         self.stopped = False
         self.status = InstanceStatus(stalled_after_s=60.0)
+        self.stats = ProcessorStats()
+        self.instance_id = "counting-1"
+        self.app = SimpleNamespace(name="counting")
+        self.effects: EffectRunner | None = None
 
     def run(self) -> None:
         self.batches += 1
