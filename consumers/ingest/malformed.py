@@ -8,8 +8,8 @@ token or a signature. Here, on every listener of ``sluicegate ingest`` (the webh
 read API, :class:`~consumers.ingest.listener.CappedSite`):
 
 - the answer is the contract's error body, 400 ``malformed_request`` or
-  ``request_head_too_large``, naming the parser's reason and nothing the sender sent, with
-  ``Connection: close``;
+  ``request_head_too_large``, naming the parser's reason and nothing the sender sent; the
+  connection closes after it;
 - the log gets one warning line with the remote address and the same reason, no traceback
   (:class:`QuietMalformedHttp`; tracebacks stay reserved for the server's own faults).
 
@@ -72,8 +72,8 @@ class JsonErrorRequestHandler(RequestHandler):
         exc: BaseException | None = None,
         message: str | None = None,
     ) -> web.StreamResponse:
-        # aiohttp's own logs the failure (rewritten by QuietMalformedHttp) and raises if an
-        # answer has started; its text/plain answer is then replaced by ours.
+        # aiohttp's own handle_error logs the failure (QuietMalformedHttp rewrites the
+        # record) and raises if an answer has started; its text/plain answer is replaced.
         super().handle_error(request, status, exc, message)
         refusal = refusal_for(exc, status)
         answer = json_response(refusal.body(), refusal.status, refusal.headers)

@@ -27,9 +27,12 @@ import enum
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
-from streams.engine.lag import PartitionLag
 from streams.errors import StreamsError
+
+if TYPE_CHECKING:
+    from streams.engine.lag import PartitionLag
 
 
 class Phase(enum.Enum):
@@ -114,8 +117,10 @@ class InstanceStatus:
         self._now = replace(self._now, loop_at=self.clock())
 
     def lagging(self, lag: tuple[PartitionLag, ...]) -> None:
-        """The input partitions' lag, as the loop just sampled it."""
-        self._now = replace(self._now, lag=lag)
+        """The input partitions' lag, as the loop just sampled it (kept only while
+        ``running``: any other phase has none)."""
+        if self._now.phase is Phase.RUNNING:
+            self._now = replace(self._now, lag=lag)
 
     def holding(self, assigned: tuple[int, ...]) -> None:
         """The partitions whose stores the instance holds now."""

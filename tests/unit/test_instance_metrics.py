@@ -72,6 +72,8 @@ def test_a_stalled_instance_is_unhealthy_and_one_starting_over_has_no_lag() -> N
     assert page.value("sluicegate_engine_ready") == 0
     assert page.value("sluicegate_engine_phase", phase="starting_over") == 1
     assert page.all("sluicegate_engine_input_lag_offsets") == {}
+    status.lagging((PartitionLag("t", 0, 1, 5),))  # a sample taken as the phase changed
+    assert status.snapshot().lag == ()
 
 
 @given(st.text(max_size=40), st.text(max_size=40))
