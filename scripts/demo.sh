@@ -39,9 +39,26 @@ fi
 pid_file=var/run/serve.pids
 # A liveness window of 15 s instead of 30, so that the last step's frozen projector is replaced
 # sooner; still twice the 7 s the gate is paused for on purpose.
-say "starting sluicegate serve (log: var/log/serve.log, pids: $pid_file)"
+# Each engine instance serves its probes and /metrics on a port of its own, consecutive
+# from the first of six free ones at 9470 or above (processor, gate, gateway, projector, worker).
+probes=$(.venv/bin/python -c '
+import socket
+for first in range(9470, 9970):
+    try:
+        held = [socket.socket() for _ in range(6)]
+        for n, s in enumerate(held):
+            s.bind(("127.0.0.1", first + n))
+    except OSError:
+        continue
+    finally:
+        for s in held:
+            s.close()
+    print(first)
+    break
+')
+say "starting sluicegate serve (log: var/log/serve.log, pids: $pid_file, probes from port $probes)"
 $sg serve --pid-file "$pid_file" --liveness 15s --only venue --only processor --only gate \
-  --only gateway --only projector --only ingest \
+  --only gateway --only projector --only ingest --health "127.0.0.1:$probes" \
   >var/log/serve.log 2>&1 &
 serve_pid=$!
 # Two demonstration workers in their own groups: one proposes (signal) and journals, one
@@ -110,6 +127,14 @@ b_key=$(echo "$out" | tail -n 1 | sed -E 's/.*"admission_key":"([^"]*)".*/\1/')
 
 wait_for 90 bash -c "[ \$($sg occurrences show '$admission_key' --json | grep -o '\"outcome\":\"[a-z]*\"' | wc -l) -ge 4 ]"
 wait_for 30 bash -c "$sg occurrences show '$b_key' --json | grep -q '\"outcome\":\"admitted\"'"
+
+say "the restarted processor's own metrics (serve --health: GET /metrics on port $probes)"
+echo "What it restored from its changelog, what it decided since its restart, and how far it"
+echo "is behind each partition of deliveries (0 or 1: a commit marker takes an offset)."
+wait_for 60 bash -c "curl -s 127.0.0.1:$probes/metrics | grep -q '^sluicegate_engine_ready{.*} 1'"
+curl -s "127.0.0.1:$probes/metrics" \
+  | grep -E '^sluicegate_engine_(restored_records_total|records_total|input_lag_offsets)' \
+  | grep -E 'restored|records_total|deliveries'
 
 say "occurrence A: one run, four deliveries, each with its outcome"
 $sg occurrences show "$admission_key"

@@ -8,8 +8,9 @@ does not know the read API exists, the engine does not know admission; they meet
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from threading import Event
 from typing import TYPE_CHECKING
 
@@ -161,9 +162,14 @@ def serve_ingest(
     is given (none when ``SLUICEGATE_READ_HTTP=off``).
     """
     # aiohttp is loaded only by the commands that serve HTTP (`sluicegate --help` stays light).
-    from consumers.ingest.server import run_ingest
+    from consumers.ingest.server import configure_logging, run_ingest
     from projections.http import create_read_app
 
+    # Its log is JSON lines: librdkafka's lines too, at every level its `debug` asks for.
+    configure_logging()
+    kafka_log = logging.getLogger("sluicegate.kafka")
+    kafka_log.setLevel(logging.DEBUG)
+    settings = replace(settings, kafka_logger=kafka_log)
     read_app = None
     if limits.read_http is not None:
         read_app = create_read_app(settings, token=limits.read_token)

@@ -27,7 +27,10 @@ engine loop is restarted that long plus the window after it stopped coming round
 
 The children do not inherit ``SLUICEGATE_HEALTH``: it names one address, and the processor,
 the gate and the gateway would each try to bind it (the second and third failing, restarted
-forever). Run an engine instance on its own (``sluicegate processor --health ...``) to probe it.
+forever). ``--health HOST:PORT`` (or ``$SLUICEGATE_SERVE_HEALTH``) gives each child that
+serves probes (:data:`PROBED`) an address of its own instead: consecutive ports from PORT,
+in the order :func:`components_for` lists them, whatever ``--only`` leaves out, so an
+address always names the same component (:func:`health_addresses`).
 """
 
 from __future__ import annotations
@@ -61,6 +64,10 @@ VENUE = "venue"
 
 PROJECTORS_ENV = "SLUICEGATE_SERVE_PROJECTORS"
 PROJECTOR = "projector"
+HEALTH_ENV = "SLUICEGATE_SERVE_HEALTH"
+PROBED = ("processor", "gate", "gateway", PROJECTOR, "worker")
+"""The components that take ``--health`` (the venue and the webhook answer on their own
+listeners)."""
 
 
 def components_for(gateway: GatewaySettings, projectors: int = 1) -> list[str]:
@@ -73,6 +80,20 @@ def components_for(gateway: GatewaySettings, projectors: int = 1) -> list[str]:
         else:
             names.append(name)
     return names
+
+
+def health_addresses(components: list[str], base: tuple[str, int]) -> dict[str, tuple[str, int]]:
+    """The probes' address of each child of ``components`` that serves them: ``base``'s
+    host, consecutive ports from ``base``'s; :class:`SluicegateError` if one would pass
+    65535 or ``base`` has port 0 (each child would pick its own, and nobody could find it)."""
+    host, port = base
+    probed = [name for name in components if kind_of(name) in PROBED]
+    if port == 0 or port + len(probed) - 1 > 65535:
+        raise SluicegateError(
+            f"health address {host}:{port}: {len(probed)} consecutive ports from a port "
+            "above 0 are needed, one per component that serves probes"
+        )
+    return {name: (host, port + n) for n, name in enumerate(probed)}
 
 
 def kind_of(name: str) -> str:
@@ -151,13 +172,17 @@ def overdue(now: float, started_at: float, heard_at: float | None, liveness_s: f
     return silent_for(now, started_at, heard_at) > allowed
 
 
-def _command(name: str, gateway: GatewaySettings) -> list[str]:
+def _command(
+    name: str, gateway: GatewaySettings, health: tuple[str, int] | None = None
+) -> list[str]:
     kind, _, share = name.partition(":")
     command = [sys.executable, "-m", "sluicegate.cli", kind]
     if name == VENUE:
         command += ["--http", gateway.venue_listen]
     if share:
         command += ["--share", share]
+    if health is not None:
+        command += ["--health", f"{health[0]}:{health[1]}"]
     return command
 
 
@@ -234,12 +259,16 @@ def serve(
     liveness_s: float | None = DEFAULT_LIVENESS_S,
     *,
     projectors: int = 1,
+    health: tuple[str, int] | None = None,
 ) -> int:
     """Run the components until SIGTERM/SIGINT (or ``stop``), restarting any that exits, and
     killing (then restarting) any that sent no heartbeat for ``liveness_s`` (``None``: never).
-    ``projectors`` > 1 runs that many projectors, each a share of the partitions."""
+    ``projectors`` > 1 runs that many projectors, each a share of the partitions. ``health``
+    serves the probes of each child that has them from that address on
+    (:func:`health_addresses`)."""
     gateway = GatewaySettings.from_env()
     components = components_for(gateway, projectors)
+    probes = {} if health is None else health_addresses(components, health)
     if only:
         known = set(components) | {kind_of(c) for c in components}
         unknown = sorted(set(only) - known)
@@ -267,6 +296,9 @@ def serve(
         file=sys.stderr,
         flush=True,
     )
+    if probes:
+        listed = ", ".join(f"{n} {h}:{p}" for n, (h, p) in probes.items() if n in components)
+        print(f"sluicegate serve: probes and metrics on {listed}", file=sys.stderr, flush=True)
     try:
         if pid_file is not None:
             _write_pids(pid_file, children)
@@ -290,7 +322,7 @@ def serve(
                 elif liveness_s is not None:
                     child.kill_if_silent(now, liveness_s)
                 if child.process is None and now >= child.next_start:
-                    child.start(_command(child.name, gateway), now)
+                    child.start(_command(child.name, gateway, probes.get(child.name)), now)
                     changed = True
             if changed and pid_file is not None:
                 _write_pids(pid_file, children)

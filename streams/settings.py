@@ -14,11 +14,13 @@ never the value (it may be a secret), instead of failing later inside librdkafka
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import cast
 
 from schemas.topics import TopicSpec
 from streams.errors import StreamsError
@@ -66,11 +68,20 @@ class Settings:
     read_timeout_s: float = 10.0
     """How long one read of the read model may take (``SLUICEGATE_READ_TIMEOUT``): the
     PostgreSQL ``statement_timeout`` of the read API's and the read commands' sessions."""
+    kafka_logger: logging.Logger | None = None
+    """Where librdkafka's log lines go (``None``: straight to stderr, in its own format).
+    A client hands them over when it is polled, so one that is never polled (an admin
+    client waiting on its futures) drops them: set by a process whose log must be one
+    format throughout (``sluicegate ingest``'s JSON lines)."""
 
     def kafka_config(self, **overrides: object) -> KafkaConfig:
         """A librdkafka configuration: bootstrap, pass-through settings, then overrides."""
         conf: KafkaConfig = {"bootstrap.servers": self.kafka}
         conf.update(self.kafka_extra)
+        if self.kafka_logger is not None:
+            # The clients take a Logger here (confluent-kafka's documented "logger"), though
+            # its type stubs list scalars only.
+            conf["logger"] = cast(KafkaValue, self.kafka_logger)
         for name, value in overrides.items():
             if not isinstance(value, str | int | float | bool):
                 raise TypeError(f"librdkafka setting {name} must be a scalar, not {value!r}")

@@ -79,7 +79,8 @@ def instance_id(args: argparse.Namespace, *, default: str, env_var: str) -> str:
     return chosen
 
 
-def _address(text: str) -> tuple[str, int]:
+def health_address(text: str) -> tuple[str, int]:
+    """``HOST:PORT`` of ``--health`` (an argparse ``type``)."""
     from sluicegate.health import parse_address  # the HTTP server, only when asked for
 
     try:
@@ -91,11 +92,11 @@ def _address(text: str) -> tuple[str, int]:
 def add_health_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--health",
-        type=_address,
+        type=health_address,
         metavar="HOST:PORT",
         default=os.environ.get("SLUICEGATE_HEALTH") or None,
-        help="serve GET /healthz and /readyz there (default $SLUICEGATE_HEALTH; none if unset); "
-        "a port alone binds loopback",
+        help="serve GET /healthz, /readyz and /metrics there (default $SLUICEGATE_HEALTH; none "
+        "if unset); a port alone binds loopback",
     )
 
 

@@ -11,9 +11,11 @@ import orjson
 from confluent_kafka import KafkaException
 
 from schemas.topics import TOPICS, TopicSpec
+from sluicegate.commands.engine import health_address
 from sluicegate.output import print_table
 from sluicegate.supervisor import (
     DEFAULT_LIVENESS,
+    HEALTH_ENV,
     LIVENESS_ENV,
     PROJECTORS_ENV,
     parse_liveness,
@@ -70,6 +72,17 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help=(
             "run N projectors, each a share of the partitions (projector:0/N ...; default "
             f"${PROJECTORS_ENV} or 1)"
+        ),
+    )
+    serve_parser.add_argument(
+        "--health",
+        type=health_address,
+        metavar="HOST:PORT",
+        default=os.environ.get(HEALTH_ENV, "").strip() or None,
+        help=(
+            "serve the probes and /metrics of processor, gate, gateway, each projector and "
+            f"worker on consecutive ports from PORT, in that order (default ${HEALTH_ENV}; "
+            "none when unset)"
         ),
     )
     serve_parser.set_defaults(func=cmd_serve)
@@ -131,4 +144,5 @@ def cmd_serve(args: argparse.Namespace) -> int:
         pid_file=args.pid_file,
         liveness_s=parse_liveness(window),
         projectors=parse_projectors(projectors),
+        health=args.health,
     )

@@ -21,7 +21,8 @@ from streams.settings import Settings
 from tests.integration.test_projector_rebuild import wait_caught_up
 from tests.support.history import build_history, cleanup, produce_history
 from tests.support.kafka import unique_settings, wait_until
-from tests.support.ports import free_port
+from tests.support.ports import free_port, free_ports
+from tests.support.prometheus import Page
 from tests.support.serve import http_get, pids_in
 
 pytestmark = pytest.mark.integration
@@ -179,3 +180,37 @@ def test_serve_runs_n_projectors_that_share_the_partitions(tmp_path: Path) -> No
         assert [d.describe() for d in verified.differences] == []
     finally:
         cleanup(settings)
+
+
+def test_serve_gives_each_engine_instance_its_probes_and_metrics(tmp_path: Path) -> None:
+    settings = unique_settings(partitions=2)
+    ensure_topics(settings)
+    base = free_ports(6)  # processor, gate, gateway, projector, worker: stable under --only
+    command = [sys.executable, "-m", "sluicegate.cli", "serve", "--only", "processor"]
+    serve = subprocess.Popen(
+        [*command, "--only", "gate", "--health", f"127.0.0.1:{base}"],
+        cwd=ROOT,
+        env=_env(settings),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        for port, app in ((base, "admission"), (base + 1, "gate")):
+
+            def ready(port: int = port) -> bool:
+                answer = http_get(f"http://127.0.0.1:{port}/readyz")
+                return answer is not None and answer[0] == 200
+
+            wait_until(ready, 90, what=f"{app} ready on {port}")
+            answer = http_get(f"http://127.0.0.1:{port}/metrics")
+            assert answer is not None and answer[0] == 200, answer
+            page = Page(answer[1].decode())
+            assert page.value("sluicegate_engine_ready", app=app) == 1
+            assert page.value("sluicegate_engine_assigned_partitions", app=app) == 2
+        assert http_get(f"http://127.0.0.1:{base + 2}/healthz") is None  # no gateway asked for
+    finally:
+        serve.send_signal(signal.SIGTERM)
+        _, stderr = serve.communicate(timeout=60)
+    assert serve.returncode == 0, stderr[-2000:]
+    assert f"probes and metrics on processor 127.0.0.1:{base}, gate 127.0.0.1:{base + 1}" in stderr
