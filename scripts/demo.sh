@@ -40,12 +40,12 @@ pid_file=var/run/serve.pids
 # A liveness window of 15 s instead of 30, so that the last step's frozen projector is replaced
 # sooner; still twice the 7 s the gate is paused for on purpose.
 # Each engine instance serves its probes and /metrics on a port of its own, consecutive
-# from the first of six free ones at 9470 or above (processor, gate, gateway, projector, worker).
+# from the first of five free ones at 9470 or above (processor, gate, gateway, projector, worker).
 probes=$(.venv/bin/python -c '
 import socket
 for first in range(9470, 9970):
     try:
-        held = [socket.socket() for _ in range(6)]
+        held = [socket.socket() for _ in range(5)]
         for n, s in enumerate(held):
             s.bind(("127.0.0.1", first + n))
     except OSError:

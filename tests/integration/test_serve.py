@@ -185,7 +185,7 @@ def test_serve_runs_n_projectors_that_share_the_partitions(tmp_path: Path) -> No
 def test_serve_gives_each_engine_instance_its_probes_and_metrics(tmp_path: Path) -> None:
     settings = unique_settings(partitions=2)
     ensure_topics(settings)
-    base = free_ports(6)  # processor, gate, gateway, projector, worker: stable under --only
+    base = free_ports(5)  # processor, gate, gateway, projector, worker: stable under --only
     command = [sys.executable, "-m", "sluicegate.cli", "serve", "--only", "processor"]
     serve = subprocess.Popen(
         [*command, "--only", "gate", "--health", f"127.0.0.1:{base}"],
