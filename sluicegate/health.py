@@ -14,10 +14,13 @@
 each with the status as JSON (an engine's from ``streams/engine/status.py``: phase, how
 long, why it is starting over, start-overs in a row, assigned partitions; the others' from
 :class:`~sluicegate.probes.LoopProbes`). ``HEAD`` answers the same without
-a body. Any other path is 404, any other method 405, a request the server cannot parse 400;
-none of them touches the instance. At most :data:`MAX_CONNECTIONS` connections are served at
-once (one more is closed unanswered), and a client that stops sending is dropped after 10 s.
-The listener serves probes and nothing else: bind it to loopback or a management network.
+a body. Any other path is 404, any other method 405, a request the server cannot parse 400,
+each in the contract's error shape (``{"error": {"code", "message", "problems"}}``) and
+quoting none of the request; none of them touches the instance. At most
+:data:`MAX_CONNECTIONS` connections are served at once (one more is closed unanswered), and
+a client that stops sending is dropped after 10 s.
+The listener serves probes and metrics and nothing else: bind it to loopback or a management
+network.
 """
 
 from __future__ import annotations
@@ -115,6 +118,11 @@ class HealthServer:
         self._thread.join(5)
 
 
+def _error(code: str, message: str) -> dict[str, object]:
+    """The contract's error body (``{"error": {"code", "message", "problems"}}``)."""
+    return {"error": {"code": code, "message": message, "problems": []}}
+
+
 def _handler(probes: Probes) -> type[BaseHTTPRequestHandler]:
     class Probe(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
@@ -137,26 +145,29 @@ def _handler(probes: Probes) -> type[BaseHTTPRequestHandler]:
                 self._send_bytes(HTTPStatus.OK, text.encode(), METRICS_TYPE, body)
                 return
             if path not in ("/healthz", "/readyz"):
-                self._send(HTTPStatus.NOT_FOUND, {"error": "not_found"}, body)
+                message = "no such probe: GET /healthz, /readyz or (an engine instance) /metrics"
+                self._send(HTTPStatus.NOT_FOUND, _error("not_found", message), body)
                 return
             good, described = probes.readyz() if path == "/readyz" else probes.healthz()
             self._send(HTTPStatus.OK if good else HTTPStatus.SERVICE_UNAVAILABLE, described, body)
 
         def _refuse(self) -> None:
             self.close_connection = True  # its body is not read: never parse it as a request
-            self._send(HTTPStatus.METHOD_NOT_ALLOWED, {"error": "method_not_allowed"}, True)
+            answer = _error("method_not_allowed", "the probes answer GET and HEAD only")
+            self._send(HTTPStatus.METHOD_NOT_ALLOWED, answer, True)
 
         do_POST = do_PUT = do_DELETE = do_PATCH = do_OPTIONS = _refuse
 
         def send_error(
             self, code: int, message: str | None = None, explain: str | None = None
         ) -> None:
-            """The server's own refusals (unparsable request line, headers too long...) as
-            JSON like every other answer, the connection closed after."""
+            """The server's own refusals (unparsable request line, headers too long...) in
+            the contract's error shape like every other answer, the connection closed after.
+            ``message`` is not used: the standard library's quotes the request's bytes."""
             self.close_connection = True
             known = HTTPStatus(code)
             reason = known.phrase.lower().replace(" ", "_").replace("-", "_")
-            self._send(known, {"error": reason, "detail": message or known.description}, True)
+            self._send(known, _error(reason, f"{known.phrase}: {known.description}"), True)
 
         def _send(self, code: HTTPStatus, payload: dict[str, object], body: bool) -> None:
             self._send_bytes(code, json.dumps(payload).encode() + b"\n", "application/json", body)

@@ -38,6 +38,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -94,6 +95,21 @@ def health_addresses(components: list[str], base: tuple[str, int]) -> dict[str, 
             "above 0 are needed, one per component that serves probes"
         )
     return {name: (host, port + n) for n, name in enumerate(probed)}
+
+
+def taken(addresses: Mapping[str, tuple[str, int]]) -> list[str]:
+    """``NAME HOST:PORT (reason)`` for each address that cannot be bound now (another process
+    listens there): a child given it would exit at once and be restarted for ever."""
+    found = []
+    for name, (host, port) in addresses.items():
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        with socket.socket(family) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the probes' server
+            try:
+                probe.bind((host, port))
+            except OSError as e:
+                found.append(f"{name} {host}:{port} ({e.strerror or e})")
+    return found
 
 
 def kind_of(name: str) -> str:
@@ -277,6 +293,11 @@ def serve(
                 f"unknown component(s) {', '.join(unknown)}; choose from {', '.join(components)}"
             )
         components = [c for c in components if c in only or kind_of(c) in only]
+    unusable = taken({name: probes[name] for name in components if name in probes})
+    if unusable:
+        raise SluicegateError(
+            f"--health: cannot serve probes on {', '.join(unusable)}; choose another first port"
+        )
     if pid_file is not None:
         _claim(pid_file)
     children = [_Child(name) for name in components]

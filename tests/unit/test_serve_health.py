@@ -2,12 +2,23 @@
 
 from __future__ import annotations
 
+import socket
+
 import pytest
 
 from consumers.gateway.settings import GatewaySettings
 from sluicegate import cli
 from sluicegate.errors import SluicegateError
-from sluicegate.supervisor import PROBED, _command, components_for, health_addresses, kind_of
+from sluicegate.supervisor import (
+    PROBED,
+    _command,
+    components_for,
+    health_addresses,
+    kind_of,
+    serve,
+    taken,
+)
+from streams.settings import Settings
 
 
 def test_each_child_with_probes_gets_the_next_port_in_start_order() -> None:
@@ -47,3 +58,17 @@ def test_the_option_and_its_variable(monkeypatch: pytest.MonkeyPatch) -> None:
     assert cli.build_parser().parse_args(["serve"]).health == ("0.0.0.0", 9500)
     monkeypatch.delenv("SLUICEGATE_SERVE_HEALTH")
     assert cli.build_parser().parse_args(["serve"]).health is None
+
+
+def test_a_port_another_process_listens_on_is_named_and_serve_refuses_to_start() -> None:
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        port = listener.getsockname()[1]
+        assert taken({"gate": ("127.0.0.1", port)}) == [
+            f"gate 127.0.0.1:{port} (Address already in use)"
+        ]
+        # The gate's port is the first one plus one: gate follows the processor.
+        with pytest.raises(SluicegateError, match=rf"gate 127\.0\.0\.1:{port} \(Address"):
+            serve(Settings(), only=["gate"], health=("127.0.0.1", port - 1), liveness_s=None)
+    assert taken({"gate": ("127.0.0.1", port)}) == []
