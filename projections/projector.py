@@ -62,6 +62,7 @@ from schemas.codec import decode
 from schemas.errors import SchemaError
 from schemas.topics import DEAD_LETTERS
 from streams import collector
+from streams.engine import lag
 from streams.kafka.consuming import take
 from streams.settings import Settings
 
@@ -168,6 +169,10 @@ class Projector:
         """What :meth:`run` has seen of the other shares (None without a share)."""
         self.came_round_at = time.monotonic()
         """Monotonic time :meth:`run`'s loop last came round (construction, before it runs)."""
+        self.lag: tuple[lag.PartitionLag, ...] = ()
+        """How far the stored offsets are behind the partitions' ends, as :meth:`run`'s loop
+        last sampled it (``GET /metrics`` on its probes' listener)."""
+        self._lag_due = 0.0
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -242,6 +247,7 @@ class Projector:
                     self._reconnect_after(e)
             self._watch_siblings()
             self._step(None)
+            self._sample_lag()
             pause.tick()
             if time.monotonic() - reported >= 60.0:
                 done = self.stats.messages - last
@@ -252,6 +258,21 @@ class Projector:
                     self.stats.parked,
                 )
                 reported, last = time.monotonic(), self.stats.messages
+
+    def _sample_lag(self) -> None:
+        """At most once a second, :attr:`lag`: from each assigned partition's stored offset
+        (0 for one nothing of which was stored yet) to its end as the consumer last saw it
+        (:mod:`streams.engine.lag`)."""
+        now = time.monotonic()
+        if now < self._lag_due:
+            return
+        self._lag_due = now + lag.SAMPLE_EVERY_S
+        consumer = self._sources.consumer()
+        named = self.settings.topic_named
+        stored = {(named(topic), p): offset for (topic, p), offset in self._positions.items()}
+        for tp in consumer.assignment():
+            stored.setdefault((tp.topic, tp.partition), 0)
+        self.lag = lag.sample(consumer, stored)
 
     def _watch_siblings(self) -> None:
         """With a share, warn of the other shares nobody projects (:mod:`projections.siblings`);

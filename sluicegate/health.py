@@ -9,7 +9,7 @@
 - ``GET /readyz``: 200 while it processes what arrives (an engine instance running, its
   partitions restored and consumed; a projector connected to PostgreSQL), 503 otherwise;
 - ``GET /metrics``: an engine instance's counters, phase and input lag as Prometheus text
-  (``sluicegate/instance_metrics.py``); 404 for the projector and a worker;
+  and the projector's counts and lag (``sluicegate/instance_metrics.py``); 404 for a worker;
 
 each with the status as JSON (an engine's from ``streams/engine/status.py``: phase, how
 long, why it is starting over, start-overs in a row, assigned partitions; the others' from
@@ -33,6 +33,7 @@ from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from sluicegate import exposition
 from sluicegate.errors import SluicegateError
 from sluicegate.probes import Probes
 
@@ -50,8 +51,6 @@ def parse_address(text: str) -> tuple[str, int]:
         raise ValueError(f"health address {text!r}: port out of range")
     return (host.strip("[]") or "127.0.0.1"), number
 
-
-METRICS_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 MAX_CONNECTIONS = 16
 """Connections served at once; one more is closed unanswered. A thread serves each, so
@@ -142,7 +141,7 @@ def _handler(probes: Probes) -> type[BaseHTTPRequestHandler]:
             path = self.path.split("?", 1)[0]
             text = probes.metrics() if path == "/metrics" else None
             if text is not None:
-                self._send_bytes(HTTPStatus.OK, text.encode(), METRICS_TYPE, body)
+                self._send_bytes(HTTPStatus.OK, text.encode(), exposition.CONTENT_TYPE, body)
                 return
             if path not in ("/healthz", "/readyz"):
                 message = "no such probe: GET /healthz, /readyz or (an engine instance) /metrics"

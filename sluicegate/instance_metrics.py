@@ -1,4 +1,4 @@
-"""An engine instance's counters and state as Prometheus text (format 0.0.4).
+"""An engine instance's (and the projector's) counters and state as Prometheus text.
 
 ``GET /metrics`` on the instance's probes listener (``--health``, ``sluicegate/health.py``)
 answers it, for ``processor``, ``gate`` and ``gateway``. Every sample carries ``app`` (the
@@ -19,19 +19,34 @@ stream app: ``admission``, ``gate``, ``gateway``) and ``instance_id`` (its
 Alert on ``sluicegate_engine_input_lag_offsets`` growing, on ``sluicegate_engine_ready``
 staying 0, and on ``sluicegate_engine_starts_over_total`` or ``..._dead_letters_total``
 increasing.
+
+The projector's page (:func:`render_projector`, labels ``app="projector"`` and ``share``)
+has its counts, readiness, health and ``sluicegate_projector_lag_offsets``: from each
+assigned partition's offset stored in PostgreSQL to the partition's end. A caught-up
+projector shows 0 (it stores the end itself, markers included).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Protocol
 
+from sluicegate.exposition import Exposition
 from streams.engine.status import Phase, Snapshot, healthy, ready
+
+
+class ProjectorCounts(Protocol):
+    messages: int
+    parked: int
+    batches: int
+    reconnects: int
+    reseeks: int
+
 
 if TYPE_CHECKING:  # the counters' types only: the CLI builds probes without the engine
     from streams.engine.batch import ProcessorStats
     from streams.engine.effects import EffectStats
-
-CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+    from streams.engine.lag import PartitionLag
 
 _COUNTERS: tuple[tuple[str, str, str], ...] = (
     ("records", "records", "Input records decided in committed transactions."),
@@ -75,10 +90,6 @@ _EFFECT_COUNTERS: tuple[tuple[str, str], ...] = (
 )
 
 
-def _escape(value: str) -> str:
-    return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
-
-
 def render(
     app: str,
     instance_id: str,
@@ -91,52 +102,84 @@ def render(
 ) -> str:
     """The exposition text of one instance (``now`` on the status' monotonic clock);
     ``effects``: the effect counters of an instance that has effects (the gateway)."""
-    base = f'app="{_escape(app)}",instance_id="{_escape(instance_id)}"'
-    lines: list[str] = []
-
-    def family(name: str, kind: str, text: str) -> None:
-        lines.append(f"# HELP {name} {text}")
-        lines.append(f"# TYPE {name} {kind}")
-
+    page = Exposition(app=app, instance_id=instance_id)
     for metric, attribute, text in _COUNTERS:
-        name = f"sluicegate_engine_{metric}_total"
-        family(name, "counter", text)
-        lines.append(f"{name}{{{base}}} {int(getattr(stats, attribute))}")
-    name = "sluicegate_engine_restore_seconds_total"
-    family(name, "counter", "Seconds spent restoring stores from their changelogs.")
-    lines.append(f"{name}{{{base}}} {stats.restore_seconds:.3f}")
-
-    for metric, text in _EFFECT_COUNTERS if effects is not None else ():
-        name = f"sluicegate_engine_effects_{metric}_total"
-        family(name, "counter", text)
-        lines.append(f"{name}{{{base}}} {int(getattr(effects, metric))}")
-
-    family("sluicegate_engine_phase", "gauge", "1 for the phase the instance is in, else 0.")
-    for phase in Phase:
-        current = int(phase is snapshot.phase)
-        lines.append(f'sluicegate_engine_phase{{{base},phase="{phase.value}"}} {current}')
-    gauges = (
-        ("ready", "1 while the instance processes what arrives (as /readyz).", ready(snapshot)),
-        (
-            "healthy",
-            "1 while the instance is worth keeping (as /healthz).",
-            healthy(snapshot, now, stalled_after_s),
-        ),
-        ("phase_seconds", "Seconds since the phase began.", round(now - snapshot.since, 3)),
-        (
-            "loop_seconds_ago",
-            "Seconds since the instance's loop last came round.",
-            round(now - snapshot.loop_at, 3),
-        ),
-        ("assigned_partitions", "Input partitions the instance holds.", len(snapshot.assigned)),
+        page.counter(f"sluicegate_engine_{metric}_total", text, getattr(stats, attribute))
+    page.counter(
+        "sluicegate_engine_restore_seconds_total",
+        "Seconds spent restoring stores from their changelogs.",
+        round(stats.restore_seconds, 3),
     )
-    for metric, text, value in gauges:
-        name = f"sluicegate_engine_{metric}"
-        family(name, "gauge", text)
-        lines.append(f"{name}{{{base}}} {value if isinstance(value, float) else int(value)}")
-    name = "sluicegate_engine_input_lag_offsets"
-    family(name, "gauge", "Offsets between the consumer's position and the partition's end.")
-    for each in snapshot.lag:
-        labels = f'{base},topic="{_escape(each.topic)}",partition="{each.partition}"'
-        lines.append(f"{name}{{{labels}}} {each.offsets}")
-    return "\n".join(lines) + "\n"
+    for metric, text in _EFFECT_COUNTERS if effects is not None else ():
+        page.counter(f"sluicegate_engine_effects_{metric}_total", text, getattr(effects, metric))
+
+    page.family("sluicegate_engine_phase", "gauge", "1 for the phase the instance is in, else 0.")
+    for phase in Phase:
+        page.sample("sluicegate_engine_phase", phase is snapshot.phase, phase=phase.value)
+    page.gauge(
+        "sluicegate_engine_ready",
+        "1 while the instance processes what arrives (as /readyz).",
+        ready(snapshot),
+    )
+    page.gauge(
+        "sluicegate_engine_healthy",
+        "1 while the instance is worth keeping (as /healthz).",
+        healthy(snapshot, now, stalled_after_s),
+    )
+    page.gauge(
+        "sluicegate_engine_phase_seconds",
+        "Seconds since the phase began.",
+        round(now - snapshot.since, 3),
+    )
+    page.gauge(
+        "sluicegate_engine_loop_seconds_ago",
+        "Seconds since the instance's loop last came round.",
+        round(now - snapshot.loop_at, 3),
+    )
+    page.gauge(
+        "sluicegate_engine_assigned_partitions",
+        "Input partitions the instance holds.",
+        len(snapshot.assigned),
+    )
+    lag_family(page, "sluicegate_engine_input_lag_offsets", snapshot.lag)
+    return page.text()
+
+
+def lag_family(page: Exposition, name: str, lag: Sequence[PartitionLag]) -> None:
+    """``name`` as a family of one gauge per partition of ``lag``."""
+    page.family(name, "gauge", "Offsets between the committed offset and the partition's end.")
+    for each in lag:
+        page.sample(name, each.offsets, topic=each.topic, partition=str(each.partition))
+
+
+_PROJECTOR_COUNTERS: tuple[tuple[str, str], ...] = (
+    ("messages", "Messages projected (committed to PostgreSQL) since the process started."),
+    ("parked", "Messages it could not read, kept in the table parked."),
+    ("batches", "Batches committed."),
+    ("reconnects", "Times it connected to PostgreSQL again."),
+    ("reseeks", "Times it sought back to its stored offsets after a batch failed."),
+)
+
+
+def render_projector(
+    share: str,
+    stats: ProjectorCounts,
+    lag: Sequence[PartitionLag],
+    *,
+    ready: bool,
+    healthy: bool,
+    loop_seconds_ago: float,
+) -> str:
+    """The exposition text of one projector (``share``: ``all``, or ``K/N``)."""
+    page = Exposition(app="projector", share=share)
+    for metric, text in _PROJECTOR_COUNTERS:
+        page.counter(f"sluicegate_projector_{metric}_total", text, getattr(stats, metric))
+    page.gauge("sluicegate_projector_ready", "1 while connected to PostgreSQL.", ready)
+    page.gauge("sluicegate_projector_healthy", "1 while worth keeping (as /healthz).", healthy)
+    page.gauge(
+        "sluicegate_projector_loop_seconds_ago",
+        "Seconds since its loop last came round.",
+        round(loop_seconds_ago, 3),
+    )
+    lag_family(page, "sluicegate_projector_lag_offsets", lag)
+    return page.text()

@@ -68,11 +68,14 @@ class EngineProbes:
 @dataclass(frozen=True)
 class LoopProbes:
     """The probes of a component that is one loop (the projector, a branch worker): healthy
-    while ``alive()``, ready while ``ready()``; ``details()`` adds to the body."""
+    while ``alive()``, ready while ``ready()``; ``details()`` adds to the body, ``page()``
+    is its ``/metrics``."""
 
     alive: Callable[[], bool]
     ready: Callable[[], bool]
     details: Callable[[], dict[str, object]]
+    page: Callable[[], str] | None = None
+    """Its ``/metrics`` page (``None``: 404)."""
 
     def _body(self) -> dict[str, object]:
         return {"healthy": self.alive(), "ready": self.ready(), **self.details()}
@@ -86,4 +89,4 @@ class LoopProbes:
         return bool(body["ready"]), body
 
     def metrics(self) -> str | None:
-        return None  # the projector's are on the read API's /metrics
+        return None if self.page is None else self.page()

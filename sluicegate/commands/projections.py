@@ -13,6 +13,7 @@ from types import FrameType
 from typing import TYPE_CHECKING
 
 from projections.share import Share
+from sluicegate import instance_metrics
 from sluicegate.commands.engine import add_health_option, serve_probes
 from sluicegate.commands.options import positive_wait_seconds
 from sluicegate.commands.prune import add_prune, add_prune_every_option, prune_schedule
@@ -122,10 +123,21 @@ def projector_probes(projector: Projector, schedule: PruneSchedule | None = None
             "prune": None if schedule is None else schedule.details(),
         }
 
+    def page() -> str:
+        return instance_metrics.render_projector(
+            "all" if projector.share is None else str(projector.share),
+            projector.stats,
+            projector.lag,
+            ready=projector.connected,
+            healthy=projector.alive(time.monotonic()),
+            loop_seconds_ago=time.monotonic() - projector.came_round_at,
+        )
+
     return LoopProbes(
         alive=lambda: projector.alive(time.monotonic()),
         ready=lambda: projector.connected,
         details=details,
+        page=page,
     )
 
 

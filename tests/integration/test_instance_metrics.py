@@ -4,15 +4,20 @@ committed, and its input lag is what its consumer is behind (``streams/engine/la
 from __future__ import annotations
 
 import http.client
+import random
+import threading
 from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
+from projections.projector import Projector
+from sluicegate.commands.projections import projector_probes
 from sluicegate.health import HealthServer
 from sluicegate.probes import EngineProbes
 from streams.engine import lag
 from streams.engine.processor import Processor
+from streams.kafka.topics import ensure_topics
 from tests.support.component_process import ComponentProcess
 from tests.support.engine_toy import (
     Running,
@@ -22,6 +27,7 @@ from tests.support.engine_toy import (
     produce_records,
     record,
 )
+from tests.support.history import build_history, cleanup, produce_history
 from tests.support.kafka import create_topics, unique_settings, wait_until
 from tests.support.ports import free_port
 from tests.support.prometheus import Page
@@ -117,8 +123,6 @@ def test_a_real_instances_counters_and_lag_over_a_backlog(monkeypatch: pytest.Mo
 
 
 def test_the_processor_command_serves_metrics_beside_its_probes(tmp_path: Path) -> None:
-    from streams.kafka.topics import ensure_topics
-
     settings = unique_settings(partitions=2)
     ensure_topics(settings)
     port = free_port()
@@ -144,3 +148,42 @@ def test_the_processor_command_serves_metrics_beside_its_probes(tmp_path: Path) 
         assert page.value("sluicegate_engine_assigned_partitions", **who) == 2
     finally:
         process.stop()
+
+
+def test_the_projectors_metrics_show_its_lag_until_it_caught_up(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    settings = unique_settings(partitions=2)
+    ensure_topics(settings)
+    rng = random.Random(7)
+    produce_history(settings, build_history(rng, 60), rng=rng)
+    monkeypatch.setattr(lag, "SAMPLE_EVERY_S", 0.0)  # every loop: the backlog is short
+    projector = Projector(settings, batch_size=10)
+    served = HealthServer(projector_probes(projector), ("127.0.0.1", 0))
+    thread = threading.Thread(target=projector.run)
+    seen: list[float] = []
+    thread.start()
+    try:
+
+        def caught_up() -> bool:
+            status, _, text = scrape(served.address)
+            assert status == 200
+            page = Page(text)
+            found = page.all("sluicegate_projector_lag_offsets", app="projector", share="all")
+            seen.append(sum(found.values()))
+            return bool(found) and sum(found.values()) == 0
+
+        wait_until(caught_up, timeout_s=120, interval_s=0.01, what="the projector caught up")
+        page = Page(scrape(served.address)[2])
+        assert max(seen) > 0, "the backlog never showed as lag"
+        assert page.value("sluicegate_projector_messages_total") > 0
+        assert page.value("sluicegate_projector_ready") == 1
+        assert page.value("sluicegate_projector_healthy") == 1
+        lagged = page.all("sluicegate_projector_lag_offsets")
+        assert {dict(k)["topic"] for k in lagged} >= {settings.topic_named("runs")}
+    finally:
+        projector.stop.set()
+        thread.join(60)
+        served.close()
+        projector.close()
+        cleanup(settings)

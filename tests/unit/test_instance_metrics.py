@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from types import SimpleNamespace
 
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sluicegate.instance_metrics import render
+from sluicegate.instance_metrics import render, render_projector
 from streams.engine.batch import ProcessorStats
 from streams.engine.effects import EffectStats
 from streams.engine.lag import PartitionLag
@@ -104,3 +105,18 @@ def test_an_instance_with_effects_counts_them_and_one_without_has_none() -> None
     assert page.value("sluicegate_engine_effects_late_total") == 1
     plain = Page(render("admission", "p", ProcessorStats(), snapshot, now=0, stalled_after_s=1))
     assert not any(name.startswith("sluicegate_engine_effects_") for name in plain.types)
+
+
+def test_a_projectors_page() -> None:
+    stats = SimpleNamespace(messages=120, parked=1, batches=12, reconnects=0, reseeks=2)
+    lagged = (PartitionLag("p.runs", 0, 10, 10), PartitionLag("p.runs", 1, 3, 9))
+    text = render_projector("1/2", stats, lagged, ready=True, healthy=False, loop_seconds_ago=61.25)
+    page = Page(text)
+    who = {"app": "projector", "share": "1/2"}
+    assert page.value("sluicegate_projector_messages_total", **who) == 120
+    assert page.value("sluicegate_projector_reseeks_total", **who) == 2
+    assert page.value("sluicegate_projector_ready", **who) == 1
+    assert page.value("sluicegate_projector_healthy", **who) == 0
+    assert page.value("sluicegate_projector_loop_seconds_ago", **who) == 61.25
+    found = page.all("sluicegate_projector_lag_offsets", topic="p.runs")
+    assert {dict(k)["partition"]: v for k, v in found.items()} == {"0": 0, "1": 6}
