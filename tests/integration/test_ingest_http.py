@@ -316,7 +316,9 @@ def test_sigterm_lets_a_request_in_flight_finish(tmp_path: Path) -> None:
     assert status == 202 and answer["outcome"] == "pending", answer
     assert code == 0
     assert [d.delivery_id for d in read_deliveries(settings)] == [answer["delivery_id"]]
-    lines = [orjson.loads(line) for line in log_path.read_bytes().splitlines() if line]
+    raw = [line for line in log_path.read_bytes().splitlines() if line]
+    assert all(line.startswith(b"{") for line in raw), [x for x in raw if not x.startswith(b"{")]
+    lines = [orjson.loads(line) for line in raw]
     messages = [line["message"] for line in lines]
     assert "shutting down" in messages and messages[-1] == "stopped"
     assert any(line.get("delivery_id") == answer["delivery_id"] for line in lines)
