@@ -1,5 +1,6 @@
-"""``GET /metrics`` of an engine instance, on the real broker: its counters match what it
-committed, and its input lag is what its consumer is behind (``streams/engine/lag.py``)."""
+"""``GET /metrics`` of an engine instance and of the projector, on the real broker (and
+PostgreSQL): the counters match what was committed, and the lag runs from the committed (or
+stored) offsets to the ends the consumer saw (``streams/engine/lag.py``)."""
 
 from __future__ import annotations
 
