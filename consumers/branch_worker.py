@@ -33,6 +33,7 @@ import logging
 import socket
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 
 from confluent_kafka import KafkaException, Message, TopicPartition
@@ -116,6 +117,9 @@ class BranchWorker:
         self.name = name or f"{socket.gethostname()}-{threading.get_ident()}"
         self.stop_event = threading.Event()
         self.handled = 0
+        self.reports: Counter[str] = Counter(dict.fromkeys(REPORT_KINDS, 0))
+        """Reports handed to the producer since the worker was made, by kind. Every kind is
+        there from the start, so another thread may copy it while this one counts."""
         self.came_round_at = monotonic()
         """Monotonic time the worker last made progress: its loop came round or a handler
         returned (construction, before it runs)."""
@@ -329,9 +333,15 @@ class BranchWorker:
                 self._producer.produce(
                     self._results, key=event.admission_key.encode(), value=encode(event)
                 )
+                self.reports[type(event).__name__.removeprefix("Report")] += 1
                 return
             except BufferError:
                 self._producer.poll(0.05)
+
+
+REPORT_KINDS = ("BranchStarted", "BranchCompleted", "BranchFailed", "BranchSkipped")
+"""The kinds of :data:`~consumers.branch_tasks.Report`, as :attr:`BranchWorker.reports`
+counts them."""
 
 
 def _where(msg: Message) -> tuple[str | None, int]:

@@ -8,8 +8,9 @@
   a projector or a worker that is not alive by its own ``alive()``): restart it;
 - ``GET /readyz``: 200 while it processes what arrives (an engine instance running, its
   partitions restored and consumed; a projector connected to PostgreSQL), 503 otherwise;
-- ``GET /metrics``: an engine instance's counters, phase and input lag as Prometheus text
-  and the projector's counts and lag (``sluicegate/instance_metrics.py``); 404 for a worker;
+- ``GET /metrics``: an engine instance's counters, phase and input lag as Prometheus text,
+  the projector's counts and lag, a worker's tasks and reports
+  (``sluicegate/instance_metrics.py``);
 
 each with the status as JSON (an engine's from ``streams/engine/status.py``: phase, how
 long, why it is starting over, start-overs in a row, assigned partitions; the others' from

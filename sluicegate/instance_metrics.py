@@ -1,4 +1,5 @@
-"""An engine instance's (and the projector's) counters and state as Prometheus text.
+"""An engine instance's, the projector's and a branch worker's counters and state as
+Prometheus text (format 0.0.4).
 
 ``GET /metrics`` on the instance's probes listener (``--health``, ``sluicegate/health.py``)
 answers it, for ``processor``, ``gate`` and ``gateway``. Every sample carries ``app`` (the
@@ -23,12 +24,14 @@ increasing.
 The projector's page (:func:`render_projector`, labels ``app="projector"`` and ``share``)
 has its counts, readiness, health and ``sluicegate_projector_lag_offsets``: from each
 assigned partition's offset stored in PostgreSQL to the partition's end. A caught-up
-projector shows 0 (it stores the end itself, markers included).
+projector shows 0 (it stores the end itself, markers included). A branch worker's
+(:func:`render_worker`, labels ``app="worker"`` and ``worker``) has the tasks it took and
+the reports it wrote, by kind.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Protocol
 
 from sluicegate.exposition import Exposition
@@ -182,4 +185,32 @@ def render_projector(
         round(loop_seconds_ago, 3),
     )
     lag_family(page, "sluicegate_projector_lag_offsets", lag)
+    return page.text()
+
+
+def render_worker(
+    name: str,
+    handled: int,
+    reports: Mapping[str, int],
+    *,
+    healthy: bool,
+    loop_seconds_ago: float,
+) -> str:
+    """The exposition text of one branch worker (``name``: its ``--name``)."""
+    page = Exposition(app="worker", worker=name)
+    page.counter(
+        "sluicegate_worker_tasks_handled_total",
+        "Tasks of a served slot taken (each is started, or skipped at take).",
+        handled,
+    )
+    name_ = "sluicegate_worker_reports_total"
+    page.family(name_, "counter", "Reports written to branch-results, by kind.")
+    for kind, count in sorted(reports.items()):
+        page.sample(name_, count, report=kind)
+    page.gauge("sluicegate_worker_healthy", "1 while worth keeping (as /healthz).", healthy)
+    page.gauge(
+        "sluicegate_worker_loop_seconds_ago",
+        "Seconds since its loop came round or a handler returned.",
+        round(loop_seconds_ago, 3),
+    )
     return page.text()

@@ -9,6 +9,7 @@ import sys
 import time
 from typing import TYPE_CHECKING
 
+from sluicegate import instance_metrics
 from sluicegate.commands.engine import add_health_option, serve_probes
 from sluicegate.probes import LoopProbes
 from streams.heartbeat import Heartbeat
@@ -87,7 +88,8 @@ def cmd_worker(args: argparse.Namespace) -> int:
 
 def worker_probes(worker: BranchWorker) -> LoopProbes:
     """The worker's ``/healthz`` and ``/readyz``: both :meth:`BranchWorker.alive` (its loop
-    came round, or a handler returned, within 60 s)."""
+    came round, or a handler returned, within 60 s); its ``/metrics``: tasks handled and
+    reports by kind (``sluicegate/instance_metrics.py``)."""
 
     def alive() -> bool:
         return worker.alive(time.monotonic())
@@ -95,4 +97,13 @@ def worker_probes(worker: BranchWorker) -> LoopProbes:
     def details() -> dict[str, object]:
         return {"loop_seconds_ago": round(time.monotonic() - worker.came_round_at, 3)}
 
-    return LoopProbes(alive=alive, ready=alive, details=details)
+    def page() -> str:
+        return instance_metrics.render_worker(
+            worker.name,
+            worker.handled,
+            dict(worker.reports),  # a copy: the worker's thread adds to it
+            healthy=alive(),
+            loop_seconds_ago=time.monotonic() - worker.came_round_at,
+        )
+
+    return LoopProbes(alive=alive, ready=alive, details=details, page=page)

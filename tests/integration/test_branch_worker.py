@@ -24,10 +24,12 @@ from schemas.events import (
     RunStatusChanged,
 )
 from schemas.topics import ACTIONS, BRANCH_RESULTS, TASKS
+from sluicegate.commands.worker import worker_probes
 from streams.apps.gate import GateApp
 from streams.engine.processor import Processor
 from tests.support.admission import AdmissionHarness, candle
 from tests.support.kafka import read_topic, wait_until
+from tests.support.prometheus import Page
 
 pytestmark = pytest.mark.integration
 
@@ -65,6 +67,17 @@ def test_a_worker_claims_and_admission_accepts_each_result_once(harness: Admissi
     ]
     assert {type(c) for c in claims} == {ReportBranchStarted, ReportBranchCompleted}
     assert len(claims) == 2 * len(slots)
+    metrics = worker_probes(worker).metrics()  # what GET /metrics answers
+    assert metrics is not None
+    page = Page(metrics)
+    assert page.value("sluicegate_worker_tasks_handled_total", worker="sdk-test") == 3
+    reports = {dict(k)["report"]: v for k, v in page.all("sluicegate_worker_reports_total").items()}
+    assert reports == {
+        "BranchStarted": 3,
+        "BranchCompleted": 3,
+        "BranchFailed": 0,
+        "BranchSkipped": 0,
+    }
 
 
 def run_worker(worker: BranchWorker) -> threading.Thread:

@@ -22,6 +22,7 @@ from tests.integration.test_health_probes import get
 from tests.support.history import cleanup
 from tests.support.kafka import unique_settings, wait_until
 from tests.support.ports import free_port
+from tests.support.prometheus import Page
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 
@@ -80,6 +81,12 @@ def test_the_command_serves_its_probes_until_it_stops(command: list[str]) -> Non
     try:
         wait_until(lambda: answers("/readyz") == 200, timeout_s=30)
         assert answers("/healthz") == 200
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+        conn.request("GET", "/metrics")
+        page = Page(conn.getresponse().read().decode())
+        conn.close()
+        healthy = f"sluicegate_{command[0]}_healthy"
+        assert page.value(healthy, app=command[0]) == 1, page.samples
     finally:
         child.send_signal(signal.SIGTERM)
         _, stderr = child.communicate(timeout=60)

@@ -8,7 +8,7 @@ from types import SimpleNamespace
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sluicegate.instance_metrics import render, render_projector
+from sluicegate.instance_metrics import render, render_projector, render_worker
 from streams.engine.batch import ProcessorStats
 from streams.engine.effects import EffectStats
 from streams.engine.lag import PartitionLag
@@ -120,3 +120,13 @@ def test_a_projectors_page() -> None:
     assert page.value("sluicegate_projector_loop_seconds_ago", **who) == 61.25
     found = page.all("sluicegate_projector_lag_offsets", topic="p.runs")
     assert {dict(k)["partition"]: v for k, v in found.items()} == {"0": 0, "1": 6}
+
+
+def test_a_workers_page() -> None:
+    reports = {"BranchStarted": 4, "BranchCompleted": 3, "BranchFailed": 1, "BranchSkipped": 0}
+    text = render_worker("w-1", 4, reports, healthy=True, loop_seconds_ago=0.5)
+    page = Page(text)
+    assert page.value("sluicegate_worker_tasks_handled_total", app="worker", worker="w-1") == 4
+    found = page.all("sluicegate_worker_reports_total")
+    assert {dict(k)["report"]: v for k, v in found.items()} == reports
+    assert page.value("sluicegate_worker_healthy") == 1
