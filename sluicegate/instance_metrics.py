@@ -196,17 +196,17 @@ def render_worker(
     healthy: bool,
     loop_seconds_ago: float,
 ) -> str:
-    """The exposition text of one branch worker (``name``: its ``--name``)."""
+    """The exposition text of one branch worker (``name``: its :attr:`BranchWorker.name`)."""
     page = Exposition(app="worker", worker=name)
     page.counter(
         "sluicegate_worker_tasks_handled_total",
         "Tasks of a served slot taken (each is started, or skipped at take).",
         handled,
     )
-    name_ = "sluicegate_worker_reports_total"
-    page.family(name_, "counter", "Reports written to branch-results, by kind.")
+    reports_total = "sluicegate_worker_reports_total"
+    page.family(reports_total, "counter", "Reports written to branch-results, by kind.")
     for kind, count in sorted(reports.items()):
-        page.sample(name_, count, report=kind)
+        page.sample(reports_total, count, report=kind)
     page.gauge("sluicegate_worker_healthy", "1 while worth keeping (as /healthz).", healthy)
     page.gauge(
         "sluicegate_worker_loop_seconds_ago",
