@@ -121,8 +121,18 @@ def test_a_frozen_projector_records_the_gap_when_it_resumes(
             while not projector.log_mentions("projecting", 0):
                 assert time.monotonic() < deadline, projector.log_tail()
                 time.sleep(0.1)  # its partitions are assigned: the consumer is running
+            # Frozen caught up (no batch in flight) and only once every thread has stopped:
+            # a projector that still takes the records produced next would start the gap
+            # past the offset read here.
+            caught_up = _end(settings, "deliveries", 2)
+            while stored_offsets(conn, live).get(("deliveries", 2)) != caught_up:
+                assert time.monotonic() < deadline, projector.log_tail()
+                time.sleep(0.1)
             stored = stored_offsets(conn, live)
             projector.pause()
+            while not projector.stopped():
+                assert time.monotonic() < deadline, projector.log_tail()
+                time.sleep(0.01)
             _produce_more(settings, "while-frozen")
             high = _end(settings, "deliveries", 2)
             start = high - 1

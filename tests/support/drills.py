@@ -191,12 +191,18 @@ class Scenario:
 
 
 def stopped(pid: int) -> bool:
-    """Whether process ``pid`` is stopped (state ``T`` in ``/proc/<pid>/stat``)."""
+    """Whether process ``pid`` is stopped: every thread of it in state ``T``
+    (``/proc/<pid>/task/<tid>/stat``). SIGSTOP stops the threads one by one; until the last
+    has stopped, one of them (a Kafka client's, a writer) may still fetch or commit."""
     try:
-        with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().rpartition(")")[2].split()[0] == "T"
+        tasks = os.listdir(f"/proc/{pid}/task")
+        states = []
+        for tid in tasks:
+            with open(f"/proc/{pid}/task/{tid}/stat") as stat:
+                states.append(stat.read().rpartition(")")[2].split()[0])
     except FileNotFoundError:
         return False
+    return bool(states) and all(state == "T" for state in states)
 
 
 def children_running(parent: int, marker: str) -> list[int]:
