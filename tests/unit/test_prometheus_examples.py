@@ -97,3 +97,11 @@ def test_the_scrape_targets_are_the_ports_serve_gives() -> None:
     given = health_addresses(components_for(GatewaySettings()), ("127.0.0.1", 9470))
     assert components == [f"{host}:{port}" for host, port in given.values()]
     assert jobs["sluicegate-read-model"]["static_configs"][0]["targets"] == [DEFAULT_READ_HTTP]
+
+
+def test_the_rule_tests_name_alerts_that_exist() -> None:
+    alerts = {r["alert"] for g in _load("alerts.yml")["groups"] for r in g["rules"]}
+    tests = _load("alerts_test.yml")
+    assert tests["rule_files"] == ["alerts.yml"]
+    named = {case["alertname"] for test in tests["tests"] for case in test["alert_rule_test"]}
+    assert named and named <= alerts
