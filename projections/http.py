@@ -55,10 +55,25 @@ def error_response(
     )
 
 
-def create_read_app(settings: Settings, *, token: str | None = None) -> web.Application:
-    """The read API alone, optionally behind a Bearer ``token`` (compared in constant time)."""
+def create_read_app(
+    settings: Settings,
+    *,
+    token: str | None = None,
+    ingest_metrics: Callable[[], str] | None = None,
+) -> web.Application:
+    """The read API alone, optionally behind a Bearer ``token`` (compared in constant time);
+    with ``ingest_metrics``, ``GET /metrics/ingest`` answers its text (the webhook's answers,
+    counted in the same process: no PostgreSQL involved)."""
     app = web.Application(middlewares=[_read_middleware(token)])
     add_read_routes(app, settings)
+    if ingest_metrics is not None:
+        page = ingest_metrics
+
+        async def get_ingest_metrics(_request: web.Request) -> web.Response:
+            kind = {"Content-Type": metrics.CONTENT_TYPE}
+            return web.Response(body=page().encode(), headers=kind)
+
+        app.router.add_get("/metrics/ingest", get_ingest_metrics)
     return app
 
 

@@ -162,6 +162,7 @@ def serve_ingest(
     is given (none when ``SLUICEGATE_READ_HTTP=off``).
     """
     # aiohttp is loaded only by the commands that serve HTTP (`sluicegate --help` stays light).
+    from consumers.ingest.request_metrics import RequestMetrics
     from consumers.ingest.server import configure_logging, run_ingest
     from projections.http import create_read_app
 
@@ -170,8 +171,9 @@ def serve_ingest(
     kafka_log = logging.getLogger("sluicegate.kafka")
     kafka_log.setLevel(logging.DEBUG)
     settings = replace(settings, kafka_logger=kafka_log)
+    counted = RequestMetrics()
     read_app = None
     if limits.read_http is not None:
-        read_app = create_read_app(settings, token=limits.read_token)
+        read_app = create_read_app(settings, token=limits.read_token, ingest_metrics=counted.render)
     ensure_topics(settings)
-    run_ingest(settings, limits, read_app=read_app, heartbeat=heartbeat)
+    run_ingest(settings, limits, read_app=read_app, heartbeat=heartbeat, metrics=counted)

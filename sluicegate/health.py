@@ -34,9 +34,9 @@ from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from sluicegate import exposition
 from sluicegate.errors import SluicegateError
 from sluicegate.probes import Probes
+from streams import exposition
 
 log = logging.getLogger("sluicegate.health")
 

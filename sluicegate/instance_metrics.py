@@ -34,8 +34,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Protocol
 
-from sluicegate.exposition import Exposition
 from streams.engine.status import Phase, Snapshot, healthy, ready
+from streams.exposition import Exposition
 
 
 class ProjectorCounts(Protocol):

@@ -32,6 +32,7 @@ from consumers.ingest.errors import (
 )
 from consumers.ingest.hooks import DELIVERY_ID, SUBSCRIPTION
 from consumers.ingest.malformed import QuietMalformedHttp
+from consumers.ingest.request_metrics import RequestMetrics
 
 log = logging.getLogger("sluicegate.ingest")
 access_log = logging.getLogger("sluicegate.ingest.access")
@@ -62,7 +63,9 @@ def _refusal_for(exc: web.HTTPException) -> RequestRefused:
     return generic
 
 
-def access_middleware() -> Middleware:
+def access_middleware(metrics: RequestMetrics | None = None) -> Middleware:
+    """The access log (and, with ``metrics``, the answers counted) of every request."""
+
     @web.middleware
     async def middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
         started = time.perf_counter()
@@ -111,6 +114,8 @@ def access_middleware() -> Middleware:
             if detail is not None:
                 fields["detail"] = detail
             access_log.info("request", extra={"fields": fields})
+            if metrics is not None:
+                metrics.observe(status, code, time.perf_counter() - started)
 
     return middleware
 

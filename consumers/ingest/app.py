@@ -22,6 +22,7 @@ from consumers.ingest.access import access_middleware, install_log_filters
 from consumers.ingest.hooks import HOOK_PATH, Directory, Ingest, Outcomes, Sink
 from consumers.ingest.outcomes import OutcomeTracker
 from consumers.ingest.producer import AsyncDeliveryProducer
+from consumers.ingest.request_metrics import RequestMetrics
 from consumers.ingest.settings import IngestSettings
 from consumers.ingest.workflows import WorkflowDirectory
 from schemas.commands import AdmitDelivery
@@ -40,6 +41,7 @@ def create_app(
     sink: Sink | None = None,
     outcomes: Outcomes | None = None,
     after_ack: Callable[[AdmitDelivery], None] | None = None,
+    metrics: RequestMetrics | None = None,
 ) -> web.Application:
     """The ingest application.
 
@@ -49,6 +51,7 @@ def create_app(
     on clean-up (the producer is flushed first); passed-in ones belong to the caller.
     ``after_ack(delivery)`` runs after the broker acknowledged and before the answer — a
     fault-injection hook for tests; if it raises, the request is answered 500.
+    ``metrics`` counts every answer (``request_metrics.py``; served elsewhere).
     The application serves the hooks, ``/healthz`` and ``/readyz``, and nothing else.
     """
     install_log_filters()
@@ -63,7 +66,7 @@ def create_app(
     # Bodies are read as a stream with our own limit; aiohttp's limit is set above it so it
     # never answers first in its own format.
     app = web.Application(
-        middlewares=[access_middleware()],
+        middlewares=[access_middleware(metrics)],
         client_max_size=ingest.limits.max_body_bytes * 2,
         # Compressed bodies are refused (415) rather than inflated: no sender of webhooks
         # needs them, and inflating is where a small request becomes a large one.

@@ -33,6 +33,7 @@ from aiohttp import web
 from consumers.ingest.app import create_app
 from consumers.ingest.errors import IngestSettingsError
 from consumers.ingest.listener import CappedSite, fit_descriptors
+from consumers.ingest.request_metrics import RequestMetrics
 from consumers.ingest.settings import IngestSettings
 from streams.heartbeat import Heartbeat
 from streams.settings import Settings
@@ -100,13 +101,14 @@ async def serve(
     *,
     read_app: web.Application | None = None,
     shutdown_timeout_s: float = 15.0,
+    metrics: RequestMetrics | None = None,
 ) -> None:
     """Serve until ``stop`` is set, then shut down gracefully (see the module docstring)."""
     runners: list[web.AppRunner] = []
     try:
         listeners = 1 if limits.read_http is None or read_app is None else 2
         limit = fit_descriptors(limits.max_connections, listeners)
-        app = create_app(settings, limits=limits)
+        app = create_app(settings, limits=limits, metrics=metrics)
         runner = web.AppRunner(
             app,
             access_log=None,
@@ -181,11 +183,13 @@ def run_ingest(
     *,
     read_app: web.Application | None = None,
     heartbeat: Heartbeat | None = None,
+    metrics: RequestMetrics | None = None,
 ) -> None:
     """Run ingest in the foreground until SIGTERM/SIGINT; return after a clean shutdown.
 
     ``read_app`` is served on ``limits.read_http`` (nothing is, when either is ``None``).
     ``heartbeat`` beats from the event loop while it serves (``streams/heartbeat.py``).
+    ``metrics`` counts the webhook's answers (``request_metrics.py``).
     The topics must exist.
     """
     configure_logging()
@@ -198,7 +202,7 @@ def run_ingest(
             loop.add_signal_handler(signum, stop.set)
         beating = None if heartbeat is None else asyncio.create_task(heartbeat.beat_async(stop))
         try:
-            await serve(settings, limits, stop, read_app=read_app)
+            await serve(settings, limits, stop, read_app=read_app, metrics=metrics)
         finally:
             stop.set()
             if beating is not None:

@@ -24,6 +24,7 @@ from tests.support.component_process import ComponentProcess
 from tests.support.ingest import fresh_settings
 from tests.support.kafka import wait_until
 from tests.support.ports import free_port
+from tests.support.prometheus import Page
 
 pytestmark = pytest.mark.integration
 
@@ -169,3 +170,34 @@ def test_each_refusal_is_one_warning_line_without_the_senders_bytes(
         record = json.loads(line)
         assert record["level"] == "warning", record
         assert MARK.decode() not in line, line
+
+
+def test_the_webhooks_answers_are_counted_on_the_read_listener(
+    ingest: tuple[int, int, Path],
+) -> None:
+    """``GET /metrics/ingest`` on the read API's listener: every answer the webhook gave, by
+    status and code, with its latency; nothing of it on the webhook's own listener."""
+    webhook, read, _ = ingest
+
+    def counted() -> Page:
+        answer = _send(
+            read, b"GET /metrics/ingest HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n"
+        )
+        head, _, body = answer.partition(b"\r\n\r\n")
+        assert head.split()[1] == b"200", head
+        return Page(body.decode())
+
+    def unauthorized(page: Page) -> float:
+        found = page.all("sluicegate_ingest_requests_total", status="401", code="unauthorized")
+        return sum(found.values())
+
+    before = counted()
+    for _ in range(3):
+        closing = (b"Content-Type: application/json", b"Content-Length: 2", b"Connection: close")
+        refused = _send(webhook, _request(b"/v1/hooks/nobody", *closing, body=b"{}"))
+        assert refused.split()[1] == b"401", refused[:100]
+    after = counted()
+    assert unauthorized(after) - unauthorized(before) == 3
+    total = "sluicegate_ingest_request_seconds_count"
+    assert after.value(total) - before.value(total) >= 3  # the probes' /healthz count too
+    assert _status(webhook, b"/metrics/ingest") == 404

@@ -35,7 +35,7 @@ class Page:
             if line.startswith("# TYPE "):
                 _, _, name, kind = line.split(" ")
                 assert name in helped and name not in self.types, f"TYPE after HELP once: {line}"
-                assert kind in ("counter", "gauge"), line
+                assert kind in ("counter", "gauge", "histogram"), line
                 assert kind != "counter" or name.endswith("_total"), line
                 self.types[name] = kind
                 current = name
@@ -43,7 +43,10 @@ class Page:
             found = _SAMPLE.fullmatch(line)
             assert found is not None, f"not a sample: {line!r}"
             name, braces, value = found.groups()
-            assert name == current, f"{name} outside its family (now {current})"
+            own = {current}
+            if current is not None and self.types.get(current) == "histogram":
+                own = {f"{current}_bucket", f"{current}_sum", f"{current}_count"}
+            assert name in own, f"{name} outside its family (now {current})"
             labels: list[tuple[str, str]] = []
             if braces:
                 inner = braces[1:-1]

@@ -33,6 +33,7 @@ LAYERS: tuple[tuple[str, int], ...] = (
     ("streams.clock", 1),
     ("streams.heartbeat", 1),
     ("streams.text", 1),
+    ("streams.exposition", 1),
     ("streams.kafka", 1),
     ("streams.core", 2),
     ("streams.engine", 3),

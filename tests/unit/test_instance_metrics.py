@@ -8,6 +8,7 @@ from types import SimpleNamespace
 from hypothesis import given
 from hypothesis import strategies as st
 
+from consumers.ingest.request_metrics import RequestMetrics
 from sluicegate.instance_metrics import render, render_projector, render_worker
 from streams.engine.batch import ProcessorStats
 from streams.engine.effects import EffectStats
@@ -130,3 +131,26 @@ def test_a_workers_page() -> None:
     found = page.all("sluicegate_worker_reports_total")
     assert {dict(k)["report"]: v for k, v in found.items()} == reports
     assert page.value("sluicegate_worker_healthy") == 1
+
+
+def test_the_webhooks_answers_and_their_latency() -> None:
+    metrics = RequestMetrics()
+    for status, code, seconds in (
+        (202, None, 0.004),
+        (202, None, 0.02),
+        (401, "unauthorized", 0.001),
+        (503, "kafka_unavailable", 2.0),
+        (200, None, 45.0),
+    ):
+        metrics.observe(status, code, seconds)
+    page = Page(metrics.render())
+    assert page.types["sluicegate_ingest_request_seconds"] == "histogram"
+    assert page.value("sluicegate_ingest_requests_total", status="202", code="") == 2
+    assert page.value("sluicegate_ingest_requests_total", status="401", code="unauthorized") == 1
+    buckets = {
+        dict(k)["le"]: v for k, v in page.all("sluicegate_ingest_request_seconds_bucket").items()
+    }
+    assert buckets["0.005"] == 2 and buckets["0.025"] == 3 and buckets["2.5"] == 4
+    assert buckets["30.0"] == 4 and buckets["+Inf"] == 5
+    assert page.value("sluicegate_ingest_request_seconds_count") == 5
+    assert page.value("sluicegate_ingest_request_seconds_sum") == 47.025

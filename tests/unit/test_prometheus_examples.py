@@ -12,6 +12,7 @@ from typing import Any
 import yaml
 
 from consumers.gateway.settings import GatewaySettings
+from consumers.ingest.request_metrics import RequestMetrics
 from consumers.ingest.settings import DEFAULT_READ_HTTP
 from projections import metrics
 from sluicegate.instance_metrics import render, render_projector, render_worker
@@ -72,6 +73,9 @@ def served() -> set[str]:
             parked=0,
         ),
     ]
+    counted = RequestMetrics()
+    counted.observe(503, "kafka_unavailable", 2.0)
+    pages.append(counted.render())
     status_page = render("admission", "p", ProcessorStats(), snapshot, now=0, stalled_after_s=60)
     pages.append(status_page)
     return {name for page in pages for name, _ in Page(page).samples}
@@ -97,6 +101,9 @@ def test_the_scrape_targets_are_the_ports_serve_gives() -> None:
     given = health_addresses(components_for(GatewaySettings()), ("127.0.0.1", 9470))
     assert components == [f"{host}:{port}" for host, port in given.values()]
     assert jobs["sluicegate-read-model"]["static_configs"][0]["targets"] == [DEFAULT_READ_HTTP]
+    ingest = jobs["sluicegate-ingest"]
+    assert ingest["static_configs"][0]["targets"] == [DEFAULT_READ_HTTP]
+    assert ingest["metrics_path"] == "/metrics/ingest"
 
 
 def test_the_rule_tests_name_alerts_that_exist() -> None:

@@ -6,6 +6,8 @@ which instance) before its own; label values are escaped, so any name is safe in
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 
@@ -38,6 +40,19 @@ class Exposition:
     def gauge(self, name: str, text: str, value: float) -> None:
         self.family(name, "gauge", text)
         self.sample(name, value)
+
+    def histogram(
+        self, name: str, text: str, bounds: Sequence[float], counts: Sequence[int], total: float
+    ) -> None:
+        """A histogram: ``counts[i]`` observations at most ``bounds[i]`` (not cumulative;
+        one more count than bounds, for those above the last), their sum ``total``."""
+        self.family(name, "histogram", text)
+        running = 0
+        for bound, count in zip((*map(repr, bounds), "+Inf"), counts, strict=True):
+            running += count
+            self.sample(f"{name}_bucket", running, le=bound)
+        self.sample(f"{name}_sum", round(total, 6))
+        self.sample(f"{name}_count", running)
 
     def text(self) -> str:
         return "\n".join(self._lines) + "\n"
