@@ -15,6 +15,7 @@ from consumers.gateway.settings import GatewaySettings
 from consumers.ingest.request_metrics import RequestMetrics
 from consumers.ingest.settings import DEFAULT_READ_HTTP
 from projections import metrics
+from projections.queries import BY_REASON, STATS_KEYS
 from sluicegate.instance_metrics import render, render_projector, render_worker
 from sluicegate.supervisor import components_for, health_addresses
 from streams.engine.batch import ProcessorStats
@@ -24,20 +25,6 @@ from streams.engine.status import InstanceStatus
 from tests.support.prometheus import Page
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "prometheus"
-COUNTS = (
-    "deliveries",
-    "runs_admitted",
-    "conflicts",
-    "branch_launches",
-    "branch_relaunches",
-    "expired_at_dequeue",
-    "expired_before_send",
-    "superseded",
-    "actions_dispatched",
-    "dispatches_refused",
-    "unresolved_attempt",
-    "holds",
-)
 
 
 def _load(name: str) -> Any:
@@ -68,7 +55,7 @@ def served() -> set[str]:
         ),
         render_worker("w", 0, {"BranchFailed": 0}, healthy=True, loop_seconds_ago=0),
         metrics.render(
-            {**dict.fromkeys(COUNTS, 0), "duplicates": {"same": 0}, "rejected": {"x": 0}},
+            {key: {"a": 0} if key in BY_REASON else 0 for key in STATS_KEYS},
             [{"topic": "runs", "partition": 0, "next_offset": 1}],
             parked=0,
         ),
