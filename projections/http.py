@@ -35,6 +35,7 @@ from projections import metrics, pages, queries
 from projections.db import describe_dsn, schema_name
 from projections.errors import ProjectionUnavailable
 from projections.queries import journal as journal_queries
+from streams.exposition import CONTENT_TYPE
 from streams.kafka.headers import KINDS
 from streams.settings import Settings
 
@@ -70,7 +71,7 @@ def create_read_app(
         page = ingest_metrics
 
         async def get_ingest_metrics(_request: web.Request) -> web.Response:
-            kind = {"Content-Type": metrics.CONTENT_TYPE}
+            kind = {"Content-Type": CONTENT_TYPE}
             return web.Response(body=page().encode(), headers=kind)
 
         app.router.add_get("/metrics/ingest", get_ingest_metrics)
@@ -378,4 +379,4 @@ async def _get_metrics(request: web.Request) -> web.Response:
         text = await _query(request, collect)
     except _Unavailable as e:
         return _unavailable(e)
-    return web.Response(body=text.encode("utf-8"), headers={"Content-Type": metrics.CONTENT_TYPE})
+    return web.Response(body=text.encode("utf-8"), headers={"Content-Type": CONTENT_TYPE})

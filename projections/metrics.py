@@ -12,9 +12,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from streams.exposition import escape
 from streams.kafka.headers import KINDS
-
-CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 _HELP: dict[str, str] = {
     "deliveries": "Deliveries received (AdmitDelivery commands).",
@@ -34,10 +33,6 @@ _HELP: dict[str, str] = {
     "holds": "Actions on hold awaiting an owner's decision.",
 }
 GAUGES = frozenset({"unresolved_attempt", "holds"})
-
-
-def _escape(value: str) -> str:
-    return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
 
 
 def render(
@@ -63,7 +58,7 @@ def render(
         lines.append(f"# TYPE {name} {'gauge' if gauge else 'counter'}")
         if isinstance(value, Mapping):
             for reason, count in sorted(value.items()):
-                lines.append(f'{name}{{reason="{_escape(str(reason))}"}} {int(count)}')
+                lines.append(f'{name}{{reason="{escape(str(reason))}"}} {int(count)}')
         else:
             lines.append(f"{name} {int(value)}")
     lines.append("# HELP sluicegate_projection_parked_total Messages the projector could not read.")
@@ -88,7 +83,7 @@ def render(
         shown = kind if kind in letters or kind == "" else "other"
         letters[shown] = letters.get(shown, 0) + count
     for kind, count in sorted(letters.items()):
-        lines.append(f'sluicegate_dead_letters_total{{kind="{_escape(kind)}"}} {count}')
+        lines.append(f'sluicegate_dead_letters_total{{kind="{escape(kind)}"}} {count}')
     lines.append(
         "# HELP sluicegate_projection_table_bytes Disk each table of the read model takes, "
         "its indexes included (space a prune frees is reused by later rows; VACUUM FULL "
@@ -96,14 +91,14 @@ def render(
     )
     lines.append("# TYPE sluicegate_projection_table_bytes gauge")
     for table, size in sorted((table_bytes or {}).items()):
-        lines.append(f'sluicegate_projection_table_bytes{{table="{_escape(table)}"}} {int(size)}')
+        lines.append(f'sluicegate_projection_table_bytes{{table="{escape(table)}"}} {int(size)}')
     lines.append(
         "# HELP sluicegate_projection_offset Next offset the projector will read, per partition."
     )
     lines.append("# TYPE sluicegate_projection_offset gauge")
     for row in offsets:
         lines.append(
-            f'sluicegate_projection_offset{{topic="{_escape(str(row["topic"]))}",'
+            f'sluicegate_projection_offset{{topic="{escape(str(row["topic"]))}",'
             f'partition="{int(row["partition"])}"}} {int(row["next_offset"])}'
         )
     return "\n".join(lines) + "\n"

@@ -11,7 +11,8 @@ from collections.abc import Sequence
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 
-def _escape(value: str) -> str:
+def escape(value: str) -> str:
+    """``value`` as a label value between double quotes."""
     return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
 
 
@@ -19,7 +20,7 @@ class Exposition:
     """The lines of one page; :meth:`text` is the page."""
 
     def __init__(self, **labels: str) -> None:
-        self._base = [f'{k}="{_escape(v)}"' for k, v in labels.items()]
+        self._base = [f'{k}="{escape(v)}"' for k, v in labels.items()]
         self._lines: list[str] = []
 
     def family(self, name: str, kind: str, text: str) -> None:
@@ -29,7 +30,7 @@ class Exposition:
 
     def sample(self, name: str, value: float, **labels: str) -> None:
         """One sample of the family just started (a bool counts as 1 or 0)."""
-        pairs = ",".join([*self._base, *(f'{k}="{_escape(v)}"' for k, v in labels.items())])
+        pairs = ",".join([*self._base, *(f'{k}="{escape(v)}"' for k, v in labels.items())])
         shown = value if isinstance(value, float) else int(value)
         self._lines.append(f"{name}{{{pairs}}} {shown}")
 

@@ -101,11 +101,12 @@ def access_middleware(metrics: RequestMetrics | None = None) -> Middleware:
             status = response.status
             return response
         finally:
+            seconds = time.perf_counter() - started
             fields: dict[str, object] = {
                 "method": request.method,
                 "path": request.path[:512],
                 "status": status,
-                "latency_ms": round((time.perf_counter() - started) * 1000, 3),
+                "latency_ms": round(seconds * 1000, 3),
                 "subscription": request.get(SUBSCRIPTION),
                 "delivery_id": request.get(DELIVERY_ID),
             }
@@ -115,7 +116,7 @@ def access_middleware(metrics: RequestMetrics | None = None) -> Middleware:
                 fields["detail"] = detail
             access_log.info("request", extra={"fields": fields})
             if metrics is not None:
-                metrics.observe(status, code, time.perf_counter() - started)
+                metrics.observe(status, code, seconds)
 
     return middleware
 
