@@ -8,12 +8,12 @@ does not know the read API exists, the engine does not know admission; they meet
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from threading import Event
 from typing import TYPE_CHECKING
 
+from streams import logs
 from streams.adapters.workflow_table import WorkflowTable
 from streams.engine.processor import Processor
 from streams.heartbeat import Heartbeat
@@ -163,14 +163,12 @@ def serve_ingest(
     """
     # aiohttp is loaded only by the commands that serve HTTP (`sluicegate --help` stays light).
     from consumers.ingest.request_metrics import RequestMetrics
-    from consumers.ingest.server import configure_logging, run_ingest
+    from consumers.ingest.server import run_ingest
     from projections.http import create_read_app
 
-    # Its log is JSON lines: librdkafka's lines too, at every level its `debug` asks for.
-    configure_logging()
-    kafka_log = logging.getLogger("sluicegate.kafka")
-    kafka_log.setLevel(logging.DEBUG)
-    settings = replace(settings, kafka_logger=kafka_log)
+    # Its log is JSON lines unless SLUICEGATE_LOG_FORMAT says text: librdkafka's lines too.
+    setup = logs.configure("ingest", default=logs.JSON)
+    settings = replace(settings, kafka_logger=setup.kafka_logger)
     counted = RequestMetrics()
     read_app = None
     if limits.read_http is not None:

@@ -16,6 +16,7 @@ that name a file (``type=Path``) may hold any bytes, as Linux file names may.
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -43,7 +44,7 @@ from sluicegate.commands import (
     workflows,
 )
 from sluicegate.errors import SluicegateError
-from streams import heartbeat
+from streams import heartbeat, logs
 from streams.errors import StreamsError
 from streams.text import not_text
 
@@ -134,7 +135,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         return 130
     except ERROR_ROOTS as e:
-        print(printable(f"sluicegate {args.command}: {e}"), file=sys.stderr)
+        if logs.configured() == logs.JSON:  # a component's last line is one of its log lines
+            logging.getLogger("sluicegate").error("%s", e)
+        else:
+            print(printable(f"sluicegate {args.command}: {e}"), file=sys.stderr)
         return 1
 
 

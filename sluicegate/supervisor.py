@@ -36,6 +36,7 @@ address always names the same component (:func:`health_addresses`).
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import signal
 import socket
@@ -55,6 +56,8 @@ from streams.core.durations import parse_duration
 from streams.core.errors import InvalidValue
 from streams.settings import Settings
 from streams.text import parse_whole
+
+log = logging.getLogger("sluicegate.serve")
 
 # In start order: the processor and the gate before the front door, so the first delivery
 # finds them.
@@ -251,11 +254,11 @@ class _Child:
             return
         if overdue(now, self.started_at, self.heard_at, liveness_s):
             silent = silent_for(now, self.started_at, self.heard_at)
-            print(
-                f"sluicegate serve: {self.name} (pid {self.process.pid}) sent no heartbeat "
-                f"for {silent:.0f} s (frozen or wedged); killing it",
-                file=sys.stderr,
-                flush=True,
+            log.warning(
+                "%s (pid %d) sent no heartbeat for %.0f s (frozen or wedged); killing it",
+                self.name,
+                self.process.pid,
+                silent,
             )
             self.process.kill()
             self.killed = True
@@ -310,16 +313,18 @@ def serve(
         signal.signal(signal.SIGTERM, on_signal)
         signal.signal(signal.SIGINT, on_signal)
     read_http = os.environ.get("SLUICEGATE_READ_HTTP", "").strip() or DEFAULT_READ_HTTP
-    print(
-        f"sluicegate serve: {', '.join(components)} (Kafka {settings.kafka}, "
-        f"prefix {settings.topic_prefix!r}, webhook {settings.http_host}:{settings.http_port}, "
-        f"read API {read_http})",
-        file=sys.stderr,
-        flush=True,
+    log.info(
+        "%s (Kafka %s, prefix %r, webhook %s:%d, read API %s)",
+        ", ".join(components),
+        settings.kafka,
+        settings.topic_prefix,
+        settings.http_host,
+        settings.http_port,
+        read_http,
     )
     if probes:
         listed = ", ".join(f"{n} {h}:{p}" for n, (h, p) in probes.items() if n in components)
-        print(f"sluicegate serve: probes and metrics on {listed}", file=sys.stderr, flush=True)
+        log.info("probes and metrics on %s", listed)
     try:
         if pid_file is not None:
             _write_pids(pid_file, children)
@@ -332,11 +337,7 @@ def serve(
                     code = child.process.returncode
                     ran = now - child.started_at
                     child.exits_in_a_row, delay = back_off(child.exits_in_a_row, ran)
-                    print(
-                        f"sluicegate serve: {child.name} exited with {code}; restart in {delay} s",
-                        file=sys.stderr,
-                        flush=True,
-                    )
+                    log.warning("%s exited with %d; restart in %d s", child.name, code, delay)
                     child.exited()
                     child.next_start = now + delay
                     changed = True

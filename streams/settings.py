@@ -71,8 +71,8 @@ class Settings:
     kafka_logger: logging.Logger | None = None
     """Where librdkafka's log lines go (``None``: straight to stderr, in its own format).
     A client hands them over when it is polled, so one that is never polled (an admin
-    client waiting on its futures) drops them: set by a process whose log must be one
-    format throughout (``sluicegate ingest``'s JSON lines)."""
+    client waiting on its futures) drops them: set by every long-running component, so that
+    its log is one format throughout (``streams/logs.py``)."""
 
     def kafka_config(self, **overrides: object) -> KafkaConfig:
         """A librdkafka configuration: bootstrap, pass-through settings, then overrides."""

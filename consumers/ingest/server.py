@@ -24,10 +24,7 @@ import asyncio
 import ipaddress
 import logging
 import signal
-import sys
-from datetime import UTC, datetime
 
-import orjson
 from aiohttp import web
 
 from consumers.ingest.app import create_app
@@ -35,63 +32,17 @@ from consumers.ingest.errors import IngestSettingsError
 from consumers.ingest.listener import CappedSite, fit_descriptors
 from consumers.ingest.request_metrics import RequestMetrics
 from consumers.ingest.settings import IngestSettings
+from streams import logs
 from streams.heartbeat import Heartbeat
 from streams.settings import Settings
 
 log = logging.getLogger("sluicegate.ingest")
 
 
-class JsonLineFormatter(logging.Formatter):
-    """One JSON object per line: time, level, logger, message and any ``extra={"fields"}``."""
-
-    def format(self, record: logging.LogRecord) -> str:
-        line: dict[str, object] = {
-            "ts": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
-            "level": record.levelname.lower(),
-            "logger": record.name,
-            "message": record.getMessage(),
-        }
-        fields = getattr(record, "fields", None)
-        if isinstance(fields, dict):
-            line.update(fields)
-        if record.exc_info:
-            line["exception"] = self.formatException(record.exc_info)
-        try:
-            return orjson.dumps(line, default=str).decode("utf-8")
-        except TypeError:
-            # A lone surrogate (bytes a client sent that are not UTF-8) cannot be JSON as is.
-            return orjson.dumps(_printable(line)).decode("utf-8")
-
-
-def _printable(value: object) -> object:
-    if isinstance(value, dict):
-        return {str(k): _printable(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_printable(v) for v in value]
-    if value is None or isinstance(value, bool | int | float):
-        return value
-    return str(value).encode("utf-8", "backslashreplace").decode("utf-8")
-
-
-def configure_logging(level: int = logging.INFO) -> None:
-    """JSON lines on stderr for every logger, unless the process configured logging already.
-
-    The lines never show a record's thread, process or source line, so (as the logging
-    HOWTO's "Optimization" section suggests) records stop collecting them: one access-log
-    line took 18 us, 11 us without (the caller's frame walk was most of it). A process that
-    configured logging itself keeps everything.
-    """
-    root = logging.getLogger()
-    if root.handlers:
-        return
-    logging.logThreads = False
-    logging.logProcesses = False
-    logging.logMultiprocessing = False
-    logging._srcfile = None  # the switch the HOWTO names for the caller lookup
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(JsonLineFormatter())
-    root.addHandler(handler)
-    root.setLevel(level)
+def configure_logging() -> None:
+    """JSON lines on stderr (``streams/logs.py``; ``SLUICEGATE_LOG_FORMAT=text`` for text),
+    unless the process configured logging already."""
+    logs.configure("ingest", default=logs.JSON)
 
 
 async def serve(

@@ -7,15 +7,17 @@ import argparse
 import logging
 import os
 import signal
-import sys
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from typing import TYPE_CHECKING, Protocol
 
 from sluicegate.probes import EngineProbes, Probes
+from streams import logs
 from streams.engine.status import InstanceStatus, healthy
 from streams.heartbeat import Heartbeat
+from streams.settings import Settings, load_settings
 
 if TYPE_CHECKING:
     from sluicegate.health import HealthServer
@@ -112,12 +114,12 @@ def add_batch_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def log_to_stderr() -> None:
-    logging.basicConfig(
-        level=logging.INFO,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
+def start_logging(component: str) -> Settings:
+    """Log this process as ``component`` in ``SLUICEGATE_LOG_FORMAT`` (``streams/logs.py``;
+    text by default), then load the settings, their Kafka clients logging into it: a setting
+    that stops the command is already reported in that format."""
+    setup = logs.configure(component)
+    return replace(load_settings(), kafka_logger=setup.kafka_logger)
 
 
 def serve_probes(

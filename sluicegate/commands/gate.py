@@ -6,7 +6,6 @@ import argparse
 import logging
 
 from sluicegate.commands import engine
-from streams.settings import load_settings
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -22,8 +21,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 def cmd_gate(args: argparse.Namespace) -> int:
     from sluicegate import bootstrap
 
-    settings = load_settings()
-    engine.log_to_stderr()
+    settings = engine.start_logging("gate")
     processor = bootstrap.gate_processor(
         settings,
         instance_id=engine.instance_id(

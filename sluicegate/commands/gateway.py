@@ -68,8 +68,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 def cmd_gateway(args: argparse.Namespace) -> int:
     from sluicegate import bootstrap
 
-    engine.log_to_stderr()
-    settings = load_settings()
+    settings = engine.start_logging("gateway")
     gateway = GatewaySettings.from_env()
     instance_id = engine.instance_id(args, default="gateway-1", env_var="SLUICEGATE_INSTANCE_ID")
     failpoints.from_env()  # a malformed SLUICEGATE_FAILPOINTS stops here, not later

@@ -7,7 +7,6 @@ import logging
 
 from sluicegate import native
 from sluicegate.commands import engine
-from streams.settings import load_settings
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -21,8 +20,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 def cmd_processor(args: argparse.Namespace) -> int:
     from sluicegate import bootstrap
 
-    settings = load_settings()
-    engine.log_to_stderr()
+    settings = engine.start_logging("processor")
     logging.getLogger("sluicegate.processor").info("admission core: %s", native.mode())
     running = bootstrap.admission_processor(
         settings,

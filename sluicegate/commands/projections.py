@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from projections.share import Share
 from sluicegate import instance_metrics
-from sluicegate.commands.engine import add_health_option, serve_probes
+from sluicegate.commands.engine import add_health_option, serve_probes, start_logging
 from sluicegate.commands.options import positive_wait_seconds
 from sluicegate.commands.prune import add_prune, add_prune_every_option, prune_schedule
 from sluicegate.probes import LoopProbes
@@ -163,20 +163,12 @@ def _workers(text: str) -> int:
     return value
 
 
-def _logging() -> None:
-    logging.basicConfig(
-        level=logging.INFO,
-        stream=sys.stderr,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
-
-
 def cmd_projector(args: argparse.Namespace) -> int:
     from sluicegate import bootstrap
 
-    _logging()
+    component = "projector" if args.share is None else f"projector:{args.share}"
+    settings = start_logging(component)
     log = logging.getLogger("sluicegate.projector")
-    settings = load_settings()
     stop = threading.Event()
 
     def on_signal(signum: int, _frame: FrameType | None) -> None:
@@ -224,9 +216,8 @@ def cmd_projector(args: argparse.Namespace) -> int:
 def cmd_rebuild(args: argparse.Namespace) -> int:
     from projections.rebuild import rebuild
 
-    _logging()
+    settings = start_logging("rebuild")
     logging.getLogger("sluicegate.projector").setLevel(logging.WARNING)
-    settings = load_settings()
     result = rebuild(
         settings,
         verify=args.verify,

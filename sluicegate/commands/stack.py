@@ -22,6 +22,7 @@ from sluicegate.supervisor import (
     parse_projectors,
     serve,
 )
+from streams import logs
 from streams.core.durations import format_duration
 from streams.kafka.clients import admin_client
 from streams.kafka.topic_policy import Shortfall, shortfalls
@@ -85,6 +86,15 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
             "none when unset)"
         ),
     )
+    serve_parser.add_argument(
+        "--log-format",
+        choices=logs.FORMATS,
+        default=None,
+        help=(
+            f"log lines of serve and of every component (default ${logs.ENV}; unset: JSON "
+            "for ingest and the venue, text for the others)"
+        ),
+    )
     serve_parser.set_defaults(func=cmd_serve)
 
 
@@ -138,6 +148,9 @@ def _explain(name: str, spec: TopicSpec, found: Shortfall) -> str:
 def cmd_serve(args: argparse.Namespace) -> int:
     window = args.liveness or os.environ.get(LIVENESS_ENV, "").strip() or DEFAULT_LIVENESS
     projectors = args.projectors or os.environ.get(PROJECTORS_ENV, "").strip() or "1"
+    if args.log_format is not None:
+        os.environ[logs.ENV] = args.log_format  # what every child inherits
+    logs.configure("serve")
     return serve(
         load_settings(),
         only=args.only,

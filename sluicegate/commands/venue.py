@@ -8,6 +8,7 @@ import os
 from consumers.paper_venue import cli
 from consumers.paper_venue.errors import PaperVenueError
 from sluicegate.errors import SluicegateError
+from streams import logs
 from streams.heartbeat import Heartbeat
 from streams.settings import check_text_variables
 
@@ -25,6 +26,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 def run(args: argparse.Namespace) -> int:
     # The venue reads its own variables (SLUICEGATE_VENUE_*), not load_settings'.
     check_text_variables(os.environ)
+    logs.configure("venue", default=logs.JSON)  # before the venue's own (which it then keeps)
     heart = Heartbeat.from_environment()  # under `sluicegate serve`: beat from the venue's loop
     try:
         return cli.run(args, None if heart is None else heart.beat_async)

@@ -3,17 +3,14 @@
 from __future__ import annotations
 
 import argparse
-import logging
 import signal
-import sys
 import time
 from typing import TYPE_CHECKING
 
 from sluicegate import instance_metrics
-from sluicegate.commands.engine import add_health_option, serve_probes
+from sluicegate.commands.engine import add_health_option, serve_probes, start_logging
 from sluicegate.probes import LoopProbes
 from streams.heartbeat import Heartbeat
-from streams.settings import load_settings
 
 if TYPE_CHECKING:
     from consumers.branch_worker import BranchWorker
@@ -53,12 +50,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
     from consumers.demo_handler import demo_handler
     from sluicegate import bootstrap
 
-    logging.basicConfig(
-        level=logging.INFO,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
-    settings = load_settings()
+    settings = start_logging("worker")
     worker = bootstrap.branch_worker(
         settings,
         demo_handler,

@@ -30,9 +30,9 @@ from hypothesis import strategies as st
 from yarl import URL
 
 from consumers.ingest.auth import sign, signature_of
-from consumers.ingest.server import JsonLineFormatter
 from consumers.ingest.settings import IngestSettings
 from streams.core.workflow import WorkflowDefinition, revise
+from streams.logs import JsonLineFormatter
 from streams.text import parse_duration_s
 from tests.support.ingest import (
     Client,
@@ -727,7 +727,7 @@ class CapturedLogs(logging.Handler):
 
     def __init__(self) -> None:
         super().__init__(logging.DEBUG)
-        self.setFormatter(JsonLineFormatter())
+        self.setFormatter(JsonLineFormatter("ingest"))
         self.records: list[logging.LogRecord] = []
         self.lines: list[str] = []
         self.failures: list[str] = []

@@ -34,6 +34,7 @@ LAYERS: tuple[tuple[str, int], ...] = (
     ("streams.heartbeat", 1),
     ("streams.text", 1),
     ("streams.exposition", 1),
+    ("streams.logs", 1),
     ("streams.kafka", 1),
     ("streams.core", 2),
     ("streams.engine", 3),

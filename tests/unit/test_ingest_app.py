@@ -887,16 +887,6 @@ def test_a_client_that_goes_away_mid_body_gets_no_answer_and_no_traceback(
     assert not any(r.exc_info or r.levelno >= logging.ERROR for r in caplog.records)
 
 
-def test_a_log_line_with_bytes_that_are_not_utf8_is_still_one_json_line() -> None:
-    from consumers.ingest.server import JsonLineFormatter
-
-    record = logging.LogRecord("x", logging.INFO, __file__, 1, "ua %s", ("a\udcffb",), None)
-    record.fields = {"path": "/v1/hooks/\udce9"}
-    line = orjson.loads(JsonLineFormatter().format(record))
-    assert line["message"] == "ua a\\udcffb"
-    assert line["path"] == "/v1/hooks/\\udce9"
-
-
 def test_a_body_sent_too_slowly_is_408_and_one_sent_in_pieces_is_read_whole() -> None:
     limits = IngestSettings(body_timeout_s=0.3)
 
@@ -927,31 +917,3 @@ def test_a_body_sent_too_slowly_is_408_and_one_sent_in_pieces_is_read_whole() ->
         assert len(h.sink.sent) == 1
 
     run(scenario, limits=limits)
-
-
-def test_configured_logging_writes_json_lines_without_collecting_callers(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
-    from consumers.ingest.server import configure_logging
-
-    root = logging.getLogger()
-    monkeypatch.setattr(root, "handlers", [])
-    monkeypatch.setattr(root, "level", root.level)
-    for name in ("logThreads", "logProcesses", "logMultiprocessing", "_srcfile"):
-        monkeypatch.setattr(logging, name, getattr(logging, name))  # restored afterwards
-    configure_logging()
-    try:
-        logging.getLogger("sluicegate.ingest.access").info(
-            "request", extra={"fields": {"status": 202, "delivery_id": "d-1"}}
-        )
-        (line,) = capsys.readouterr().err.splitlines()
-        record = orjson.loads(line)
-        assert record["logger"] == "sluicegate.ingest.access"
-        assert (record["message"], record["status"], record["delivery_id"]) == (
-            "request",
-            202,
-            "d-1",
-        )
-        assert logging._srcfile is None and not logging.logThreads
-    finally:
-        root.handlers[0].close()
