@@ -16,6 +16,11 @@ passes its choice to every child, so one stream holds one format.
     ``2026-12-07 11:40:00,123 INFO sluicegate.processor: message key=value ...``, a traceback
     on the lines after it.
 
+``SLUICEGATE_LOG_LEVEL`` (``debug``, ``info``, ``warning``, ``error``; ``info`` when unset)
+is the least level written, e.g. ``warning`` drops the webhook's line per request. It does
+not hide librdkafka's lines: its own ``debug`` setting (``SLUICEGATE_RDKAFKA_DEBUG``) says
+which it writes.
+
 Not covered: what the interpreter writes when it cannot run Python code any more (a fatal
 error, a ``faulthandler`` dump); a line that is not JSON is such a crash.
 """
@@ -36,6 +41,13 @@ import orjson
 from streams.settings import SettingsError
 
 ENV = "SLUICEGATE_LOG_FORMAT"
+LEVEL_ENV = "SLUICEGATE_LOG_LEVEL"
+LEVELS = {
+    "debug": logging.DEBUG,
+    "info": logging.INFO,
+    "warning": logging.WARNING,
+    "error": logging.ERROR,
+}
 JSON = "json"
 TEXT = "text"
 FORMATS = (JSON, TEXT)
@@ -53,6 +65,17 @@ def chosen(environ: Mapping[str, str], default: str) -> str:
     if text not in FORMATS:
         raise SettingsError(f"{ENV}={environ[ENV]!r}: json or text")
     return text
+
+
+def chosen_level(environ: Mapping[str, str]) -> int:
+    """The level ``SLUICEGATE_LOG_LEVEL`` names (``info`` when unset or empty);
+    :class:`SettingsError` naming the accepted values otherwise."""
+    text = environ.get(LEVEL_ENV, "").strip().lower()
+    if not text:
+        return logging.INFO
+    if text not in LEVELS:
+        raise SettingsError(f"{LEVEL_ENV}={environ[LEVEL_ENV]!r}: {', '.join(LEVELS)}")
+    return LEVELS[text]
 
 
 def configured() -> str | None:
@@ -79,7 +102,6 @@ def configure(
     *,
     default: str = TEXT,
     environ: Mapping[str, str] = os.environ,
-    level: int = logging.INFO,
 ) -> LogSetup:
     """Log every logger of this process to stderr in the chosen format (module docstring).
 
@@ -89,6 +111,7 @@ def configure(
     frame walk was most of it, as the logging HOWTO's "Optimization" section says).
     """
     fmt = chosen(environ, default)
+    level = chosen_level(environ)
     kafka = logging.getLogger(KAFKA_LOGGER)
     kafka.setLevel(logging.DEBUG)  # what librdkafka's `debug` asks for is all shown
     root = logging.getLogger()

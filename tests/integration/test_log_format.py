@@ -150,3 +150,11 @@ def test_a_log_format_that_does_not_exist_stops_serve_before_any_child_starts() 
     )
     assert done.returncode == 1
     assert done.stderr == "sluicegate serve: SLUICEGATE_LOG_FORMAT='yaml': json or text\n"
+
+
+def test_a_log_level_that_does_not_exist_stops_a_component_with_its_name() -> None:
+    done = _run("processor", SLUICEGATE_LOG_LEVEL="verbose")
+    assert done.returncode == 1
+    assert done.stderr == (
+        "sluicegate processor: SLUICEGATE_LOG_LEVEL='verbose': debug, info, warning, error\n"
+    )

@@ -182,3 +182,31 @@ def test_a_process_that_configured_logging_keeps_its_handlers(
     setup = logs.configure("processor", environ={logs.ENV: "json"})
     assert logging.getLogger().handlers == [mine] and sys.excepthook is hook
     assert setup.format == "json" and logs.configured() is None
+
+
+@pytest.mark.parametrize(
+    ("value", "level"),
+    [(None, logging.INFO), ("", logging.INFO), ("debug", logging.DEBUG), (" Warning ", 30)],
+)
+def test_the_level_variable_names_the_least_level_written(value: str | None, level: int) -> None:
+    assert logs.chosen_level({} if value is None else {logs.LEVEL_ENV: value}) == level
+
+
+@pytest.mark.parametrize("value", ["verbose", "10", "warn", "critical"])
+def test_a_level_that_is_not_offered_is_refused_with_the_ones_that_are(value: str) -> None:
+    with pytest.raises(
+        SettingsError, match=r"SLUICEGATE_LOG_LEVEL=.*: debug, info, warning, error"
+    ):
+        logs.chosen_level({logs.LEVEL_ENV: value})
+
+
+def test_level_warning_drops_info_lines_but_not_librdkafkas(
+    bare_logging: Callable[[], None], capsys: pytest.CaptureFixture[str]
+) -> None:
+    bare_logging()
+    setup = logs.configure("ingest", environ={logs.ENV: "json", logs.LEVEL_ENV: "warning"})
+    logging.getLogger("sluicegate.ingest.access").info("request")
+    logging.getLogger("sluicegate.ingest").warning("slow broker")
+    setup.kafka_logger.debug("[sluicegate-ingest#producer-1] connected")  # debug= asked for it
+    lines = [orjson.loads(line)["message"] for line in capsys.readouterr().err.splitlines()]
+    assert lines == ["slow broker", "[sluicegate-ingest#producer-1] connected"]
