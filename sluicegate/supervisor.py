@@ -9,21 +9,18 @@ Restarts back off from 1 s to 30 s, doubling while a child keeps exiting within 
 its start; one that ran longer starts from 1 s again. SIGTERM or Ctrl-C stops every child
 (SIGTERM, then SIGKILL after 15 s) and returns.
 
-With ``pid_file``, serve keeps a file of ``NAME PID`` lines: ``serve`` itself first, then each
-component *that is running now*. It is rewritten (atomically: a reader never sees half of it)
-within 0.2 s of a child starting or exiting, and removed when serve stops. It is how a
-script signals one component (``kill -9 "$(awk '$1 == "processor" {print $2}' FILE)"``)
-without matching process names, which could hit any process on the machine. A file that
-names a live serve refuses a second one.
+With ``pid_file``, serve keeps a file of ``NAME PID`` lines (``pid_file.py``): ``serve``
+itself first, then each component that is running now.
 
-Liveness: each child beats on a pipe (``streams/heartbeat.py``) while it is worth keeping. A
-child from which no beat came for the liveness window (``--liveness``, default
-``$SLUICEGATE_SERVE_LIVENESS`` or 30 s; ``off`` switches it off; a child's first beat may
-take up to 60 s, :data:`FIRST_BEAT_S`) is frozen (SIGSTOP) or wedged:
-serve kills it with SIGKILL and restarts it like any child that died, so its exactly-once
-machinery (fencing, restore) takes over from where its last transaction committed. An engine
-instance stops beating only once its own stall limit (60 s or more) has passed, so a wedged
-engine loop is restarted that long plus the window after it stopped coming round.
+Liveness (its arithmetic is ``restarts.py``): each child beats on a pipe
+(``streams/heartbeat.py``) while it is worth keeping. A child from which no beat came for
+the liveness window (``--liveness``, default ``$SLUICEGATE_SERVE_LIVENESS`` or 30 s;
+``off`` switches it off; a child's first beat may take up to 60 s, ``FIRST_BEAT_S``) is
+frozen (SIGSTOP) or wedged: serve kills it with SIGKILL and restarts it like any child
+that died, so its exactly-once machinery (fencing, restore) takes over from where its last
+transaction committed. An engine instance stops beating only once its own stall limit (60 s
+or more) has passed, so a wedged engine loop is restarted that long plus the window after
+it stopped coming round.
 
 The children do not inherit ``SLUICEGATE_HEALTH``: it names one address, and the processor,
 the gate and the gateway would each try to bind it (the second and third failing, restarted
@@ -50,10 +47,15 @@ from pathlib import Path
 
 from consumers.gateway.settings import GatewaySettings
 from consumers.ingest.settings import DEFAULT_READ_HTTP
+from sluicegate import pid_file as pid_files
 from sluicegate.errors import SluicegateError
+from sluicegate.restarts import (
+    DEFAULT_LIVENESS_S,
+    back_off,
+    overdue,
+    silent_for,
+)
 from streams import heartbeat
-from streams.core.durations import parse_duration
-from streams.core.errors import InvalidValue
 from streams.settings import Settings
 from streams.text import parse_whole
 
@@ -133,62 +135,10 @@ ONE_PER_PROCESS = ("SLUICEGATE_HEALTH", heartbeat.ENV, heartbeat.SUPERVISOR_ENV)
 """Settings that name something only one process can hold: left out of the children's
 environment (each child gets a heartbeat descriptor of its own)."""
 
-LIVENESS_ENV = "SLUICEGATE_SERVE_LIVENESS"
-DEFAULT_LIVENESS_S = 30.0
-DEFAULT_LIVENESS = f"{DEFAULT_LIVENESS_S:.0f}s"
-
 
 def child_environment(environ: Mapping[str, str]) -> dict[str, str]:
     """What a component started by ``serve`` gets: ``environ`` without :data:`ONE_PER_PROCESS`."""
     return {k: v for k, v in environ.items() if k not in ONE_PER_PROCESS}
-
-
-def parse_liveness(text: str) -> float | None:
-    """A liveness window in seconds (``30s``, ``2m``, ``5000`` ms...), ``None`` for ``off``
-    or ``0``; :class:`SluicegateError` naming the accepted forms otherwise. Less than 3 s is
-    refused: beats come every second, and a window of fewer would kill children that a
-    moment's load delayed."""
-    cleaned = text.strip().lower()
-    if cleaned in ("off", "0", "none"):
-        return None
-    try:
-        milliseconds = parse_whole(cleaned, 10**15)
-        seconds = parse_duration(cleaned if milliseconds is None else milliseconds) / 1000
-    except InvalidValue as e:
-        raise SluicegateError(f"liveness window {text!r}: {e}; or off") from None
-    if seconds < 3:
-        raise SluicegateError(f"liveness window {text!r}: at least 3s, or off")
-    return seconds
-
-
-FIRST_BEAT_S = 60.0
-"""The least a child is given for its first beat: starting (imports, clients, the first
-connection) takes seconds, and many children start at once on a small machine."""
-
-
-STEADY_S = 60.0
-"""A child that ran this long before it exited is restarted after 1 s again, however often it
-exited before: the back-off is for a child that cannot start, not for one that crashes once
-a day (without the reset, its sixth exit in a week would keep its component down for 30 s)."""
-
-
-def back_off(in_a_row: int, ran_s: float) -> tuple[int, int]:
-    """After a child's exit: its exits in a row (``in_a_row`` before this one, unless it ran
-    :data:`STEADY_S`) and the seconds to wait before starting it again (1, 2, 4 ... 30)."""
-    exits = 1 if ran_s >= STEADY_S else in_a_row + 1
-    return exits, min(2 ** min(exits - 1, 5), 30)
-
-
-def silent_for(now: float, started_at: float, heard_at: float | None) -> float:
-    """Seconds since a child last beat (since it started, before its first beat)."""
-    return now - (started_at if heard_at is None else heard_at)
-
-
-def overdue(now: float, started_at: float, heard_at: float | None, liveness_s: float) -> bool:
-    """Whether a child has been silent too long: ``liveness_s`` after its last beat, or
-    ``max(liveness_s, FIRST_BEAT_S)`` after its start when it never beat."""
-    allowed = liveness_s if heard_at is not None else max(liveness_s, FIRST_BEAT_S)
-    return silent_for(now, started_at, heard_at) > allowed
 
 
 def _command(
@@ -210,7 +160,7 @@ class _Child:
     name: str
     process: subprocess.Popen[bytes] | None = None
     exits_in_a_row: int = 0
-    """Exits since the child last ran :data:`STEADY_S` (what its back-off doubles with)."""
+    """Exits since the child last ran ``STEADY_S`` (what its back-off doubles with)."""
     next_start: float = 0.0
     beats: int | None = None
     """The read end of the running process's heartbeat pipe."""
@@ -302,7 +252,7 @@ def serve(
             f"--health: cannot serve probes on {', '.join(unusable)}; choose another first port"
         )
     if pid_file is not None:
-        _claim(pid_file)
+        pid_files.claim(pid_file)
     children = [_Child(name) for name in components]
     stopping = stop or threading.Event()
 
@@ -327,7 +277,7 @@ def serve(
         log.info("probes and metrics on %s", listed)
     try:
         if pid_file is not None:
-            _write_pids(pid_file, children)
+            pid_files.write(pid_file, _running(children))
         while not stopping.is_set():
             now = time.monotonic()
             changed = False
@@ -347,61 +297,17 @@ def serve(
                     child.start(_command(child.name, gateway, probes.get(child.name)), now)
                     changed = True
             if changed and pid_file is not None:
-                _write_pids(pid_file, children)
+                pid_files.write(pid_file, _running(children))
             time.sleep(0.2)
     finally:
         _stop_all(children)
         if pid_file is not None:
-            _release(pid_file)
+            pid_files.release(pid_file)
     return 0
 
 
-def _claim(pid_file: Path) -> None:
-    owner = _pids(pid_file).get("serve")
-    if owner is not None and owner != os.getpid() and _alive(owner):
-        raise SluicegateError(
-            f"{pid_file} belongs to a running sluicegate serve (pid {owner}); stop it first or "
-            "give this one another --pid-file"
-        )
-    pid_file.parent.mkdir(parents=True, exist_ok=True)
-
-
-def _write_pids(pid_file: Path, children: list[_Child]) -> None:
-    lines = [f"serve {os.getpid()}"]
-    lines += [f"{c.name} {c.process.pid}" for c in children if c.process is not None]
-    temporary = pid_file.with_name(pid_file.name + ".tmp")
-    temporary.write_text("\n".join(lines) + "\n")
-    os.replace(temporary, pid_file)
-
-
-def _release(pid_file: Path) -> None:
-    if _pids(pid_file).get("serve") == os.getpid():
-        with contextlib.suppress(FileNotFoundError):
-            pid_file.unlink()
-
-
-def _pids(pid_file: Path) -> dict[str, int]:
-    try:
-        text = pid_file.read_text()
-    except FileNotFoundError:
-        return {}
-    found: dict[str, int] = {}
-    for line in text.splitlines():
-        name, _, pid_text = line.partition(" ")
-        pid = parse_whole(pid_text.strip(), 2**31)
-        if pid:
-            found[name] = pid
-    return found
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+def _running(children: list[_Child]) -> list[tuple[str, int]]:
+    return [(c.name, c.process.pid) for c in children if c.process is not None]
 
 
 def _stop_all(children: list[_Child]) -> None:

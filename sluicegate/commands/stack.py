@@ -13,15 +13,8 @@ from confluent_kafka import KafkaException
 from schemas.topics import TOPICS, TopicSpec
 from sluicegate.commands.engine import health_address
 from sluicegate.output import print_table
-from sluicegate.supervisor import (
-    DEFAULT_LIVENESS,
-    HEALTH_ENV,
-    LIVENESS_ENV,
-    PROJECTORS_ENV,
-    parse_liveness,
-    parse_projectors,
-    serve,
-)
+from sluicegate.restarts import DEFAULT_LIVENESS, LIVENESS_ENV, parse_liveness
+from sluicegate.supervisor import HEALTH_ENV, PROJECTORS_ENV, parse_projectors, serve
 from streams import logs
 from streams.core.durations import format_duration
 from streams.kafka.clients import admin_client

@@ -8,15 +8,8 @@ import sys
 import pytest
 
 from sluicegate.errors import SluicegateError
-from sluicegate.supervisor import (
-    FIRST_BEAT_S,
-    STEADY_S,
-    _Child,
-    back_off,
-    child_environment,
-    overdue,
-    parse_liveness,
-)
+from sluicegate.restarts import FIRST_BEAT_S, STEADY_S, back_off, overdue, parse_liveness
+from sluicegate.supervisor import _Child, child_environment
 from streams import heartbeat
 
 
