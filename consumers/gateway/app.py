@@ -122,6 +122,13 @@ class GatewayApp:
                 refused.action_id,
                 refused.reason,
                 refused.refused_at_ms - refused.send_horizon_ms,
+                extra={
+                    "fields": {
+                        "run_id": refused.run_id,
+                        "action_id": refused.action_id,
+                        "reason": refused.reason,
+                    }
+                },
             )
         return events
 

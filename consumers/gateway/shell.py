@@ -142,12 +142,14 @@ class Shell:
         shown = type(answer).__name__
         if isinstance(answer, Rejected | Unknown):
             shown += f"({answer.reason.value})"
+        after_ms = observed - send.timestamp_ms
         log.info(
             "sent %s attempt %d: %s (%d ms after its attempt time)",
             send.action_id,
             send.attempt,
             shown,
-            observed - send.timestamp_ms,
+            after_ms,
+            extra={"fields": _sent_fields(send, shown, after_ms)},
         )
         return venue_answered(send, answer, observed)
 
@@ -168,3 +170,18 @@ class Shell:
         window = min(self.settings.policy.recv_window_ms, MAX_WINDOW_MS)
         answer = self._venue().exposure(request.instrument, Attempt(queried, window))
         return exposure_observed(request, answer, queried, self.clock())
+
+
+def _sent_fields(send: SendRequest, answer: str, after_ms: int) -> dict[str, object]:
+    """What a log pipeline selects a venue request's line by (``SLUICEGATE_LOG_FORMAT``)."""
+    return {
+        "run_id": send.run_id,
+        "action_id": send.action_id,
+        "attempt": send.attempt,
+        "client_order_id": send.client_order_id,
+        "venue": send.venue,
+        "account": send.account,
+        "instrument": send.instrument,
+        "answer": answer,
+        "after_ms": after_ms,
+    }

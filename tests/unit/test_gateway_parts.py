@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import logging
 from decimal import Decimal
 
 import orjson
@@ -273,3 +274,40 @@ def test_serve_runs_the_gateway_and_a_local_paper_venue_first() -> None:
     assert components_for(GatewaySettings())[:4] == ["venue", "processor", "gate", "gateway"]
     remote = GatewaySettings(venue="binance", venue_url="https://testnet.binance.vision")
     assert "venue" not in components_for(remote) and "gateway" in components_for(remote)
+
+
+class _TimedOutVenue:
+    """A venue whose every order's outcome is unknown (the read timed out)."""
+
+    def place(self, order: object, attempt: object) -> Unknown:
+        return Unknown(UnknownReason.TIMEOUT, "read timed out")
+
+
+def test_a_sent_orders_log_line_carries_the_ids_a_log_pipeline_selects_it_by(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    clock = iter((1_012, 1_040)).__next__
+    shell = Shell(
+        GatewaySettings(),
+        clock=clock,
+        failpoints=Failpoints(),
+        venue_factory=lambda _settings: _TimedOutVenue(),  # type: ignore[arg-type,return-value]
+    )
+    order: dict[str, object] = {"kind": "entry", "side": "buy", "type": "market", "quantity": "0.5"}
+    with caplog.at_level(logging.INFO, logger="sluicegate.gateway"):
+        shell.perform(send(order))
+    (record,) = [r for r in caplog.records if r.getMessage().startswith("sent ")]
+    assert record.getMessage() == (
+        "sent run-1.entry attempt 1: Unknown(timeout) (40 ms after its attempt time)"
+    )
+    assert record.fields == {  # type: ignore[attr-defined]
+        "run_id": "run-1",
+        "action_id": "run-1.entry",
+        "attempt": 1,
+        "client_order_id": "1-E",
+        "venue": "binance",
+        "account": "drill",
+        "instrument": "BTCUSDT",
+        "answer": "Unknown(timeout)",
+        "after_ms": 40,
+    }
