@@ -34,6 +34,7 @@ worker prints goes to stderr.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import pickle
 import selectors
@@ -50,6 +51,7 @@ from projections.errors import HeldRowsRefused, ProjectionError
 from projections.projector import Projector
 from projections.share import Share
 from projections.store import Offsets
+from streams import logs
 from streams.heartbeat import signal_on_parent_death
 from streams.settings import Settings
 
@@ -228,6 +230,9 @@ def work() -> int:
     os.dup2(2, 1)  # a stray print must not read as a word to the parent
     job: Job = pickle.load(sys.stdin.buffer)
     _die_with_parent(job.parent)
+    # Its warnings (and librdkafka's) in the rebuild's log format; its progress is the words.
+    logs.configure(f"rebuild:{job.share}")
+    logging.getLogger("sluicegate.projector").setLevel(logging.WARNING)
     stop = threading.Event()
     threading.Thread(target=_stop_at_eof, args=(sys.stdin.fileno(), stop), daemon=True).start()
 

@@ -39,12 +39,6 @@ from streams.settings import Settings
 log = logging.getLogger("sluicegate.ingest")
 
 
-def configure_logging() -> None:
-    """JSON lines on stderr (``streams/logs.py``; ``SLUICEGATE_LOG_FORMAT=text`` for text),
-    unless the process configured logging already."""
-    logs.configure("ingest", default=logs.JSON)
-
-
 async def serve(
     settings: Settings,
     limits: IngestSettings,
@@ -143,7 +137,7 @@ def run_ingest(
     ``metrics`` counts the webhook's answers (``request_metrics.py``).
     The topics must exist.
     """
-    configure_logging()
+    logs.configure("ingest", default=logs.JSON)  # unless the process configured its own
     limits = IngestSettings.from_env() if limits is None else limits
 
     async def main() -> None:
