@@ -47,7 +47,26 @@ from streams.settings import Settings, load_settings
 
 ROOT = Path(__file__).resolve().parents[1]
 WORKFLOW_FILE = ROOT / "examples" / "btc-breakout.toml"
-RECEIVED_AT_MS = 1_796_040_061_000  # 2026-11-30T12:01:01Z, a second after the candle closed
+
+
+def received_at_ms(now_ms: int | None = None) -> int:
+    """When planned deliveries are received: a second past the start of the current minute
+    (UTC), a second after the candle of :func:`candle` closed.
+
+    Taken from the clock, not fixed: the processors judge the deliveries by their own clock,
+    and a backlog planned at a fixed date (2026-11-30T12:01:01Z until 2026-12-07) became
+    ``beyond_horizon`` as a whole once the example workflow's 7-day retention had passed.
+    """
+    now = time.time_ns() // 1_000_000 if now_ms is None else now_ms
+    return now - now % 60_000 + 1_000
+
+
+def candle_open(received_ms: int) -> str:
+    """The open (RFC 3339) of the 1-minute candle that closed a second before ``received_ms``."""
+    opened = (received_ms - 61_000) // 1000
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(opened))
+
+
 BRANCH_TIMEOUT = "1h"
 OUTCOME_HEADERS = frozenset(
     get_registry().by_class[cls].header
@@ -98,16 +117,20 @@ class _Planned(Delivery):
     admission_key_source: str
 
 
-def plan(total: int, duplicates: float, seed: int = 12, tag: str = "") -> Backlog:
+def plan(
+    total: int, duplicates: float, seed: int = 12, tag: str = "", now_ms: int | None = None
+) -> Backlog:
     """``total`` encoded deliveries, ``duplicates`` of them repeats of earlier occurrences;
     ``tag`` goes into every event and delivery id, so that backlogs of different tags share
-    no occurrence."""
+    no occurrence. They are received at :func:`received_at_ms` of ``now_ms`` (the clock's
+    when ``None``)."""
+    received = received_at_ms(now_ms)
     document = tomllib.loads(WORKFLOW_FILE.read_text())
     # Nobody completes the branches here: a timeout inside the run would add relaunches
     # (timers, BranchRelaunched) to what is measured as admission.
     document["workflow"][0]["branch_timeout"] = BRANCH_TIMEOUT
     (definition,) = parse_workflow_file(document)
-    workflow = revise(None, definition, RECEIVED_AT_MS - 60_000)
+    workflow = revise(None, definition, received - 60_000)
     assert workflow is not None
     rng = random.Random(seed)
     distinct = round(total * (1 - duplicates))
@@ -117,17 +140,17 @@ def plan(total: int, duplicates: float, seed: int = 12, tag: str = "") -> Backlo
     for n in range(total):
         repeat = sent and (fresh >= distinct or rng.random() < duplicates)
         if repeat:
-            body = candle(rng.choice(sent).admission_key_source)
+            body = candle(rng.choice(sent).admission_key_source, received)
         else:
-            body = candle(f"evt-{tag}{fresh:07d}")
+            body = candle(f"evt-{tag}{fresh:07d}", received)
             fresh += 1
         taken = intake(
             body,
             workflow,
             delivery_id=f"d-{tag}{n:07d}",
-            received_at_ms=RECEIVED_AT_MS,
+            received_at_ms=received,
             channel="publish",
-            now_ms=RECEIVED_AT_MS,
+            now_ms=received,
         )
         if isinstance(taken, Refusal):
             raise RuntimeError(f"the example workflow refused a planned delivery: {taken}")
@@ -149,16 +172,17 @@ def plan(total: int, duplicates: float, seed: int = 12, tag: str = "") -> Backlo
     )
 
 
-def candle(event_id: str | None) -> dict[str, object]:
-    """A breakout signal for the example workflow; without ``event_id`` its identity is
-    derived from the candle's fields."""
+def candle(event_id: str | None, received_ms: int | None = None) -> dict[str, object]:
+    """A breakout signal for the example workflow, of the candle that closed a second before
+    ``received_ms`` (:func:`received_at_ms` of now when ``None``); without ``event_id`` its
+    identity is derived from the candle's fields."""
     body: dict[str, object] = {} if event_id is None else {"event_id": event_id}
     body.update(
         source="tradingview",
         venue="binance",
         instrument="BTCUSDT",
         interval="1m",
-        candle_open="2026-11-30T12:00:00Z",
+        candle_open=candle_open(received_at_ms() if received_ms is None else received_ms),
         rule="breakout-v1",
         side="buy",
         price="97000.5",

@@ -25,7 +25,7 @@ from collections.abc import Iterator
 
 from confluent_kafka import Producer
 
-from bench.backlog import WORKFLOW_FILE, candle
+from bench.backlog import WORKFLOW_FILE, candle, received_at_ms
 from streams.core import admission
 from streams.core.admission import Admit
 from streams.core.errors import Refusal
@@ -35,9 +35,6 @@ from streams.core.workflow import parse_workflow_file, revise
 from streams.engine.store import state_key, timer_key
 from streams.kafka.clients import transactional_producer
 from streams.settings import Settings
-
-NOW_MS = 1_796_040_120_000
-
 
 DISTINCT_STATES = 1024
 """Occurrences whose states the changelog's records take in turn."""
@@ -49,21 +46,22 @@ batch of up to 2,000 deliveries, of which the first copies write a state and a t
 def sample_states(count: int) -> list[tuple[str, bytes, int]]:
     """(admission key, encoded state, next due ms) of ``count`` distinct admitted deliveries."""
     (definition,) = parse_workflow_file(tomllib.loads(WORKFLOW_FILE.read_text()))
-    workflow = revise(None, definition, NOW_MS)
+    now = received_at_ms()  # within the retention horizon of the processor that restores them
+    workflow = revise(None, definition, now)
     assert workflow is not None
     sampled: list[tuple[str, bytes, int]] = []
     for n in range(count):
         delivery = intake(
-            candle(f"bench-{n:05d}"),
+            candle(f"bench-{n:05d}", now),
             workflow,
             delivery_id=f"bench-delivery-{n:05d}",
-            received_at_ms=NOW_MS,
+            received_at_ms=now,
             channel="publish",
-            now_ms=NOW_MS,
+            now_ms=now,
         )
         assert not isinstance(delivery, Refusal), delivery
         state = None
-        for event in admission.decide(None, Admit(delivery, workflow), NOW_MS):
+        for event in admission.decide(None, Admit(delivery, workflow), now):
             state = admission.evolve(state, event)
         assert state is not None
         due = admission.next_due_ms(state)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 import tomllib
 from collections import Counter
 from collections.abc import Mapping
@@ -39,6 +40,16 @@ ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE_WORKFLOW = ROOT / "examples" / "btc-breakout.toml"
 OUTCOMES = (RunAdmitted, DeliveryDeduplicated, OccurrenceConflict, DeliveryRejected)
 T0 = parse_time("2026-11-30T12:01:00Z")
+
+
+def recent_candle_open(now_ms: int | None = None) -> str:
+    """The open (RFC 3339) of the 1-minute candle that closed last by the wall clock (or by
+    ``now_ms``): the candle of a test whose processors run on the real clock. The fixed
+    candle of :func:`candle` fell out of the example workflow's 7-day retention a week after
+    it (``beyond_horizon``), and with it every such test's occurrences."""
+    now = time.time_ns() // 1_000_000 if now_ms is None else now_ms
+    closed = now - now % 60_000
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(closed // 1000 - 60))
 
 
 def candle(**overrides: object) -> dict[str, object]:
