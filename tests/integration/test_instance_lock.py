@@ -31,13 +31,14 @@ def test_a_second_processor_with_the_same_id_refuses_to_start_and_fences_nobody(
 ) -> None:
     harness = AdmissionHarness(partitions=3)
     harness.apply_workflow(branch_timeout="1h")
+    opened = harness.clock.to_wall_clock()  # the processors are processes on the wall clock
     first = ProcessorProcess(harness.settings, "same", tmp_path / "first")
     second = ProcessorProcess(harness.settings, "same", tmp_path / "second")
     (tmp_path / "first").mkdir()
     (tmp_path / "second").mkdir()
     try:
         first.start()
-        harness.deliver(candle(event_id="lock-1"))
+        harness.deliver(candle(event_id="lock-1", candle_open=opened))
         harness.wait_for_outcomes(1, timeout_s=60)
         assert first.process is not None
         first.pause()  # frozen: it holds its stores, its sockets and the directory
@@ -54,14 +55,16 @@ def test_a_second_processor_with_the_same_id_refuses_to_start_and_fences_nobody(
         assert "Traceback" not in line and "kept" not in line, line
 
         first.resume()  # not fenced: it admits on
-        harness.deliver(candle(event_id="lock-2"))
+        harness.deliver(candle(event_id="lock-2", candle_open=opened))
         harness.wait_for_outcomes(2, timeout_s=60)
         assert first.alive(), first.log_tail()
 
         first.kill9()  # the kernel releases what a killed process held
         second.start()
-        harness.deliver(candle(event_id="lock-3"))
-        harness.deliver(candle(event_id="lock-1"))  # a duplicate, across all of the above
+        harness.deliver(candle(event_id="lock-3", candle_open=opened))
+        harness.deliver(
+            candle(event_id="lock-1", candle_open=opened)
+        )  # a duplicate, across all of the above
         wait_until(lambda: outcomes(harness) >= 4, timeout_s=60)
         assert second.alive(), second.log_tail()
         runs = harness.outcomes().runs

@@ -105,6 +105,12 @@ class Clock:
     def advance(self, ms: int) -> None:
         self.now_ms += ms
 
+    def to_wall_clock(self) -> str:
+        """Set to the wall clock (for processors that run as processes of their own, on
+        it) and return :func:`recent_candle_open`, the candle the test's deliveries are of."""
+        self.now_ms = time.time_ns() // 1_000_000
+        return recent_candle_open(self.now_ms)
+
 
 @dataclass
 class Outcomes:
