@@ -150,7 +150,8 @@ class JsonLineFormatter(logging.Formatter):
         }
         fields = getattr(record, "fields", None)
         if isinstance(fields, dict):
-            line.update(fields)
+            for key, value in fields.items():
+                line.setdefault(key, value)  # a field never replaces the six members
         if record.exc_info:
             line["exception"] = self.formatException(record.exc_info)
         try:

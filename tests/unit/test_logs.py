@@ -82,6 +82,18 @@ def test_a_json_line_names_time_level_logger_component_pid_and_its_fields() -> N
     assert isinstance(line["pid"], int)
 
 
+def test_a_field_named_like_a_member_does_not_replace_it() -> None:
+    record = _record()
+    record.fields = {"message": "forged", "level": "debug", "component": "venue", "status": 202}
+    line = orjson.loads(logs.JsonLineFormatter("ingest").format(record))
+    assert (line["message"], line["level"], line["component"], line["status"]) == (
+        "committed 7",
+        "info",
+        "ingest",
+        202,
+    )
+
+
 def test_a_traceback_is_a_member_of_the_same_json_line() -> None:
     try:
         raise ValueError("broken\nacross lines")
