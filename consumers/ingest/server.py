@@ -32,7 +32,6 @@ from consumers.ingest.errors import IngestSettingsError
 from consumers.ingest.listener import CappedSite, fit_descriptors
 from consumers.ingest.request_metrics import RequestMetrics
 from consumers.ingest.settings import IngestSettings
-from streams import logs
 from streams.heartbeat import Heartbeat
 from streams.settings import Settings
 
@@ -135,9 +134,8 @@ def run_ingest(
     ``read_app`` is served on ``limits.read_http`` (nothing is, when either is ``None``).
     ``heartbeat`` beats from the event loop while it serves (``streams/heartbeat.py``).
     ``metrics`` counts the webhook's answers (``request_metrics.py``).
-    The topics must exist.
+    The topics must exist; the log is the caller's to configure (``streams/logs.py``).
     """
-    logs.configure("ingest", default=logs.JSON)  # unless the process configured its own
     limits = IngestSettings.from_env() if limits is None else limits
 
     async def main() -> None:

@@ -13,6 +13,7 @@ from typing import Any
 
 from confluent_kafka import Producer
 
+from bench.backlog import candle_open, received_at_ms
 from schemas.codec import decode, encode
 from schemas.commands import AdmitDelivery, AuthorizeRerun, ReportBranchCompleted
 from schemas.events import (
@@ -40,16 +41,6 @@ ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE_WORKFLOW = ROOT / "examples" / "btc-breakout.toml"
 OUTCOMES = (RunAdmitted, DeliveryDeduplicated, OccurrenceConflict, DeliveryRejected)
 T0 = parse_time("2026-11-30T12:01:00Z")
-
-
-def recent_candle_open(now_ms: int | None = None) -> str:
-    """The open (RFC 3339) of the 1-minute candle that closed last by the wall clock (or by
-    ``now_ms``): the candle of a test whose processors run on the real clock. The fixed
-    candle of :func:`candle` fell out of the example workflow's 7-day retention a week after
-    it (``beyond_horizon``), and with it every such test's occurrences."""
-    now = time.time_ns() // 1_000_000 if now_ms is None else now_ms
-    closed = now - now % 60_000
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(closed // 1000 - 60))
 
 
 def candle(**overrides: object) -> dict[str, object]:
@@ -106,10 +97,12 @@ class Clock:
         self.now_ms += ms
 
     def to_wall_clock(self) -> str:
-        """Set to the wall clock (for processors that run as processes of their own, on
-        it) and return :func:`recent_candle_open`, the candle the test's deliveries are of."""
+        """Set to the wall clock (for processors that run as processes of their own, on it)
+        and return the open of the candle that closed last, the one the test's deliveries
+        are of: the fixed candle of :func:`candle` falls out of the example workflow's 7-day
+        retention a week after it (``beyond_horizon``) on such processors."""
         self.now_ms = time.time_ns() // 1_000_000
-        return recent_candle_open(self.now_ms)
+        return candle_open(received_at_ms(self.now_ms))
 
 
 @dataclass

@@ -13,19 +13,14 @@ import threading
 import time
 from collections import Counter
 
+from bench.backlog import candle_open, received_at_ms
 from schemas.codec import decode
 from schemas.events import BranchLaunched, RunAdmitted
 from streams.adapters.deliveries import DeliveryProducer
 from streams.engine.store import state_key, timer_key
 from streams.kafka.clients import transactional_producer
 from streams.settings import Settings
-from tests.support.admission import (
-    OUTCOMES,
-    AdmissionHarness,
-    candle,
-    delivery_for,
-    recent_candle_open,
-)
+from tests.support.admission import OUTCOMES, AdmissionHarness, candle, delivery_for
 from tests.support.alone import require_alone
 from tests.support.component_process import ROOT
 from tests.support.kafka import read_topic, wait_until
@@ -37,7 +32,8 @@ def plan(total: int, duplicate_share: float, seed: int) -> list[dict[str, object
     """``total`` delivery bodies; ``duplicate_share`` of them repeat an earlier occurrence."""
     rng = random.Random(seed)
     distinct = int(total * (1 - duplicate_share))
-    opened = recent_candle_open()  # its processors judge the horizon by the wall clock
+    # Its processors judge the horizon by the wall clock: the candle that closed last.
+    opened = candle_open(received_at_ms())
     bodies = [candle(event_id=f"evt-{i:06d}", candle_open=opened) for i in range(distinct)]
     out: list[dict[str, object]] = []
     originals = iter(bodies)
