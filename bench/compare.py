@@ -11,8 +11,8 @@ than the one before (on 2026-12-07 the same commit admitted 8,796 to 11,220 deli
 in runs an hour apart). The limit and the bare round trip, measured in the same run, show
 how much the machine moved; what tells the code from the machine is the commit the old
 results came from, run beside this one on the same broker (a worktree, one section, a
-few alternated runs). That is how a fall from 12,284 to about 6,300 deliveries/s was
-bisected to one commit on 2026-12-07.
+few alternated runs). That is how a fall of one instance from about 10,700 to 6,300
+deliveries/s was told from the machine and bisected to one commit on 2026-12-07.
 
 Which direction is better comes from the series' unit: rates (``.../s``) up, durations
 (``ms``, ``seconds``) down; series in other units (the projector's lag over time) and points
