@@ -85,15 +85,17 @@ def _direction(series: Series) -> bool | None:
     return None
 
 
-def _points(section: Section) -> dict[tuple[str, str, str], tuple[float, Series]]:
-    """Every comparable point of a section: (plot, label, x) to its value and series."""
-    points: dict[tuple[str, str, str], tuple[float, Series]] = {}
+def _points(section: Section) -> dict[tuple[str, str, str], tuple[float, Series, bool]]:
+    """Every comparable point of a section: (plot, label, x) to its value, its series and
+    whether higher is better."""
+    points: dict[tuple[str, str, str], tuple[float, Series, bool]] = {}
     for series in section.series:
         labels = [str(x) for x in series.x]
-        if _direction(series) is None or len(set(labels)) != len(labels):
+        higher_is_better = _direction(series)
+        if higher_is_better is None or len(set(labels)) != len(labels):
             continue
         for x, y in zip(labels, series.y, strict=False):
-            points[(series.plot, series.label, x)] = (float(y), series)
+            points[(series.plot, series.label, x)] = (float(y), series, higher_is_better)
     return points
 
 
@@ -103,24 +105,18 @@ def changes(before: Section, after: Section) -> list[Change]:
     if before.measured == after.measured:
         return []
     old = _points(before)
-    found: list[Change] = []
-    for key, (value, series) in _points(after).items():
-        if key not in old:
-            continue
-        higher_is_better = _direction(series)
-        assert higher_is_better is not None  # _points kept only directed series
-        _, label, x = key
-        found.append(
-            Change(
-                section=after.title,
-                figure=f"{label}: {x}" if series.kind == "bar" else f"{label} at {x}",
-                unit=series.ylabel.strip(),
-                before=old[key][0],
-                after=value,
-                higher_is_better=higher_is_better,
-            )
+    return [
+        Change(
+            section=after.title,
+            figure=f"{label}: {x}" if series.kind == "bar" else f"{label} at {x}",
+            unit=series.ylabel.strip(),
+            before=old[(plot, label, x)][0],
+            after=value,
+            higher_is_better=higher_is_better,
         )
-    return found
+        for (plot, label, x), (value, series, higher_is_better) in _points(after).items()
+        if (plot, label, x) in old
+    ]
 
 
 def report(found: Iterable[Change], before_measured: Sequence[str] = ()) -> list[str]:

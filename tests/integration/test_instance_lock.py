@@ -62,9 +62,8 @@ def test_a_second_processor_with_the_same_id_refuses_to_start_and_fences_nobody(
         first.kill9()  # the kernel releases what a killed process held
         second.start()
         harness.deliver(candle(event_id="lock-3", candle_open=opened))
-        harness.deliver(
-            candle(event_id="lock-1", candle_open=opened)
-        )  # a duplicate, across all of the above
+        # A duplicate, across all of the above:
+        harness.deliver(candle(event_id="lock-1", candle_open=opened))
         wait_until(lambda: outcomes(harness) >= 4, timeout_s=60)
         assert second.alive(), second.log_tail()
         runs = harness.outcomes().runs
