@@ -103,10 +103,11 @@ out=$( (line "$a_open"; line "$a_open") | publish )
 echo "$out"
 admission_key=$(echo "$out" | head -n 1 | sed -E 's/.*"admission_key":"([^"]*)".*/\1/')
 
-say "waiting for A's run to finish (the demo worker takes its three branch tasks)"
-# The signal branch is checked against the 5 s deadline when taken: a candle that closed
-# more than 5 s ago is skipped (expired_at_dequeue), as is its approval (analysis); the
-# journal, kept for the record, still completes.
+say "waiting for A's run to finish (the demo workers take its three branch tasks)"
+echo "A's candle closed a minute or two ago, so its 5 s deadline has passed: the signal and"
+echo "analysis tasks are skipped when taken (expired_at_dequeue in the counts below) and only"
+echo "the journal task, kept for the record, runs. The run still ends, once. Fresh signals"
+echo "that make it in time are the gate's part of the demo, further down."
 wait_for 60 bash -c "$sg occurrences show '$admission_key' --json | grep -Eq '\"status\":\"(completed|skipped|failed)\"'"
 
 say "a third delivery of A, after completion"

@@ -200,7 +200,11 @@ class Decider(Generic[S, C, E]):
                 # The core had nothing to do at a due time: never spin on it.
                 log.warning("timer for %s due at %d produced nothing; dropped", key, new_due)
             else:
-                store.put(timer_key(new_due, key), b"")
+                if new_due != old_due or fired:
+                    # An unchanged due time's entry is in the store already (a fired one
+                    # was taken out above): writing it again would only add a changelog
+                    # record per duplicate.
+                    store.put(timer_key(new_due, key), b"")
                 self.hurry = self.hurry or new_due <= now
         return len(events)
 

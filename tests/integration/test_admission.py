@@ -357,8 +357,9 @@ def test_records_are_evicted_after_the_horizon_with_a_changelog_tombstone(
 def test_duplicates_and_rejections_write_nothing_to_the_changelog() -> None:
     """A duplicate's answer leaves the state as it was, and a rejection has none: neither
     adds a changelog record (before, each duplicate rewrote the whole state and each
-    rejection wrote a tombstone for a key that never existed). One partition, so that once
-    the last occurrence's record is visible every earlier transaction's is too."""
+    rejection wrote a tombstone for a key that never existed; until 0.2.0 each duplicate
+    also wrote its occurrence's timer entry again, due when it was). One partition, so that
+    once the last occurrence's record is visible every earlier transaction's is too."""
     harness = AdmissionHarness(partitions=1)
     try:
         harness.apply_workflow()
@@ -384,6 +385,8 @@ def test_duplicates_and_rejections_write_nothing_to_the_changelog() -> None:
         wait_until(last_is_visible, timeout_s=30)
         first_key = f"s/{first.admission_key}".encode()
         assert keys.count(first_key) == 1
+        first_timers = [k for k in keys if k.startswith(b"t/") and k.endswith(first_key[1:])]
+        assert len(first_timers) == 1, first_timers
         assert not [k for k in keys if rejected.admission_key.encode() in k]
     finally:
         harness.close()
