@@ -46,6 +46,26 @@ def of_pid(pid: int | None) -> Reader:
     return lambda: None if pid is None else cpu_seconds(pid)
 
 
+def wait_seconds(pid: int, *, main_thread: bool = False, proc: Path = PROC) -> float | None:
+    """Seconds the threads of ``pid`` (only its main thread with ``main_thread``) have spent
+    runnable but waiting for a CPU so far: the second field of each thread's ``schedstat``
+    (nanoseconds), summed, so that threads waiting at the same time count each. A thread that
+    ended takes its share with it. None if the process is gone or the kernel keeps no such
+    figures."""
+    task = proc / str(pid) / "task"
+    try:
+        threads = [str(pid)] if main_thread else [entry.name for entry in os.scandir(task)]
+        waited = sum(int((task / t / "schedstat").read_text().split()[1]) for t in threads)
+    except (OSError, IndexError, ValueError):
+        return None  # gone (a thread ending mid-read counts as a missed reading, not a zero)
+    return waited / 1e9
+
+
+def waits_of(pid: int | None, *, main_thread: bool = False) -> Reader:
+    """A reader of :func:`wait_seconds` (always None for ``pid`` None)."""
+    return lambda: None if pid is None else wait_seconds(pid, main_thread=main_thread)
+
+
 def of_pids(pids: list[int]) -> Reader:
     """A reader of several processes' CPU seconds together (None once any is gone)."""
 
@@ -84,7 +104,8 @@ def postgres_cpu_seconds(proc: Path = PROC) -> float | None:
 
 
 class CpuMeter:
-    """CPU used by named parts (each a :data:`Reader`) between :meth:`start` and a reading."""
+    """CPU used by named parts (each a :data:`Reader`) between :meth:`start` and a reading;
+    with readers of :func:`waits_of`, the time they waited for a CPU."""
 
     def __init__(self, readers: dict[str, Reader]) -> None:
         self.readers = readers

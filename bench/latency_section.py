@@ -17,6 +17,7 @@ from bench.latency_tables import (
     rate_rows,
     spread_at,
     transactions_table,
+    wait_table,
     windows_shown,
 )
 from bench.results import Cell, Section, Series, Table, Target, spread
@@ -85,6 +86,23 @@ def floor_shown(relay: list[list[Measured]] | None, bare_p99: float, allowed: fl
     )
 
 
+def loops_waited(webhook: list[list[Measured]]) -> str:
+    """For the target's 'by': how long the ingest's and the processor's loops waited for a
+    CPU at 1,000/s (medians), when that was measured."""
+    waited = [m.waited for run in webhook for m in run if m.rate == 1000.0 and m.waited]
+    shares = {
+        name: spread([w[name] for w in waited if name in w]).median
+        for name in ("ingest loop", "processor loop")
+        if any(name in w for w in waited)
+    }
+    if len(shares) < 2:
+        return ""
+    return (
+        f"; meanwhile the ingest's event loop waited {shares['ingest loop'] * 1000:.0f} ms/s "
+        f"for a CPU and the processor's loop {shares['processor loop'] * 1000:.0f} ms/s"
+    )
+
+
 def section(
     webhook: list[list[Measured]],
     bare: list[list[Measured]],
@@ -115,6 +133,9 @@ def section(
     used = cpu_table(webhook, rates, cores)
     if used is not None:
         tables.append(used)
+    waited = wait_table(webhook, rates)
+    if waited is not None:
+        tables.append(waited)
     committed = transactions_table(webhook, rates)
     if committed is not None:
         tables.append(committed)
@@ -143,7 +164,8 @@ def section(
                 f"{w99.median:.1f} ms = {w99.median / b99.median:.1f} x ({b99.median:.1f} ms bare)",
                 w99.median <= allowed,
                 f"{w99.median - allowed:+.1f} ms against {allowed:.1f} ms allowed"
-                + floor_shown(relay, b99.median, allowed),
+                + floor_shown(relay, b99.median, allowed)
+                + loops_waited(webhook),
             )
         )
     else:
@@ -188,6 +210,19 @@ def section(
             "broker's only when it runs on this machine; 'benchmark process' is the HTTP client "
             "and the tail consumers). A rate whose processes together use most of the cores "
             "queues behind the CPU, which the percentiles of that rate include."
+        )
+    if waited is not None:
+        notes.append(
+            "Waiting for a CPU: from each thread's `/proc/<pid>/task/<tid>/schedstat` (its "
+            "second field, the time it was runnable while another thread had the core), over "
+            "the rate's run, per second. 'ingest loop' and 'processor loop' are their main "
+            "threads, where the webhook's event loop and the processor's loop run: a loop "
+            "that waited 300 ms/s was ready to run but not running for 30% of the rate's "
+            "run, and every post it had in hand waited with it. The broker and the benchmark "
+            "process are summed over their threads (above 1,000 ms/s when several wait at "
+            "once). It shows how much of the run the loops could not work because the cores "
+            "were busy elsewhere, which the percentiles alone do not tell apart from a slow "
+            "step."
         )
     if committed is not None:
         notes.append(

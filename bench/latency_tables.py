@@ -39,6 +39,9 @@ class Measured:
     """Seconds between the two readings of the counters (the sending, however long it took)."""
     answered_ms: list[float] = field(default_factory=list)
     """Sorted times (ms) from each scheduled send to its HTTP answer (the webhook only)."""
+    waited: dict[str, float] | None = None
+    """Seconds per second each part spent runnable but waiting for a CPU while this rate ran
+    (:func:`bench.cpu.wait_seconds`), by :data:`WAIT_COLUMNS`."""
 
     @property
     def sustained(self) -> bool:
@@ -69,6 +72,10 @@ class Measured:
             tail += f", {self.refused} refused"
         if self.cores:
             tail += "; cores: " + ", ".join(f"{n} {c:.2f}" for n, c in self.cores.items())
+        if self.waited:
+            tail += "; waited for a CPU: " + ", ".join(
+                f"{n} {w * 1000:.0f} ms/s" for n, w in self.waited.items()
+            )
         return f"{shown}, {len(self.latencies_ms)} of {self.sent}{tail}"
 
 
@@ -139,6 +146,30 @@ def cpu_table(webhook: list[list[Measured]], rates: list[float], cores: int) -> 
         ["offered /s", *CPU_COLUMNS, "together"],
         rows,
     )
+
+
+WAIT_COLUMNS = ("ingest loop", "processor loop", "broker", "benchmark process")
+"""The ingest's and the processor's main threads (where their loops run), the broker's and
+the benchmark process's threads together."""
+WAIT_TITLE = "Waiting for a CPU while the webhook ran (median of runs, min to max)"
+
+
+def wait_table(webhook: list[list[Measured]], rates: list[float]) -> Table | None:
+    """How long each part waited, runnable, for a CPU while the webhook ran, per offered rate
+    (median of runs): how long the loops could not run because the cores were busy."""
+    rows: list[list[Cell]] = []
+    for rate in rates:
+        waited = [m.waited for run in webhook for m in run if m.rate == rate and m.waited]
+        if not waited:
+            continue
+        cells: list[Cell] = [f"{rate:,.0f}"]
+        for name in WAIT_COLUMNS:
+            values = [w[name] * 1000 for w in waited if name in w]
+            cells.append(spread(values).shown(0) if values else "-")
+        rows.append(cells)
+    if not rows:
+        return None
+    return Table(WAIT_TITLE, ["offered /s", *(f"{c} (ms/s)" for c in WAIT_COLUMNS)], rows)
 
 
 def transactions_table(

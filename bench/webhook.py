@@ -26,9 +26,9 @@ from collections.abc import Callable, Iterator, Mapping
 import orjson
 
 from bench.backlog import ROOT, Stage, candle, plan, start_child, stop_children
-from bench.cpu import CpuMeter, Reader, broker_pid, of_pid
+from bench.cpu import CpuMeter, Reader, broker_pid, of_pid, waits_of
 from bench.http_client import KeepAliveClient, ProtocolError
-from bench.latency_tables import Measured
+from bench.latency_tables import WAIT_COLUMNS, Measured
 from bench.tails import (
     Arrivals,
     behind_s,
@@ -124,6 +124,18 @@ class Servers:
             }
         )
 
+    def wait_meter(self) -> CpuMeter:
+        """A meter of the time the ingest's and the processor's main threads, the broker and
+        this (benchmark) process waited, runnable, for a CPU (:data:`WAIT_COLUMNS`)."""
+        ingest, processor = (child.pid for child in self.children)
+        readers = (
+            waits_of(ingest, main_thread=True),
+            waits_of(processor, main_thread=True),
+            waits_of(broker_pid()),
+            waits_of(os.getpid()),
+        )
+        return CpuMeter(dict(zip(WAIT_COLUMNS, readers, strict=True)))
+
     def close(self) -> None:
         stop_children(self.children)
 
@@ -197,17 +209,21 @@ def webhook(
     thread = threading.Thread(target=tail, args=(consumer, arrivals, admitted_delivery))
     thread.start()
     cores: dict[str, float] | None = None
+    waited: dict[str, float] | None = None
+    waits = servers.wait_meter()  # read with ``meter``, when there is one
     before = after = None
     counted_s = 0.0
     try:
         if meter is not None:
             before = servers.counters()
             meter.start()
+            waits.start()
             counted_s = time.monotonic()
         posted = asyncio.run(post_all(servers.port, bodies, rate))
         scheduled, ids = posted.scheduled, posted.ids
         if meter is not None:
             cores = meter.cores()  # the sending, not the wait for stragglers below
+            waited = waits.cores()
             counted_s = time.monotonic() - counted_s
             after = servers.counters()
         settle(arrivals, {d for d in ids if d}, timeout_s=60)
@@ -234,6 +250,7 @@ def webhook(
         committed_records=after[1] - before[1] if before and after else None,
         counted_s=counted_s if before and after else None,
         answered_ms=answered,
+        waited=waited,
     )
 
 

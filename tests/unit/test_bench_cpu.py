@@ -6,7 +6,7 @@ import os
 import time
 from pathlib import Path
 
-from bench.cpu import CpuMeter, cpu_seconds, of_pid, postgres_cpu_seconds
+from bench.cpu import CpuMeter, cpu_seconds, of_pid, postgres_cpu_seconds, wait_seconds
 
 
 def _process(proc: Path, pid: int, comm: str, utime: int, stime: int, *, cutime: int = 0) -> None:
@@ -47,3 +47,27 @@ def test_own_cpu_seconds_grow_while_working() -> None:
         pass
     after = cpu_seconds(os.getpid())
     assert after is not None and after > before
+
+
+def _thread(proc: Path, pid: int, tid: int, ran_ns: int, waited_ns: int) -> None:
+    task = proc / str(pid) / "task" / str(tid)
+    task.mkdir(parents=True)
+    (task / "schedstat").write_text(f"{ran_ns} {waited_ns} 17\n")
+
+
+def test_the_wait_for_a_cpu_sums_a_process_threads_or_reads_its_main_thread(
+    tmp_path: Path,
+) -> None:
+    _thread(tmp_path, 40, 40, 9_000_000_000, 1_500_000_000)  # the main thread
+    _thread(tmp_path, 40, 41, 1_000_000_000, 250_000_000)
+    assert wait_seconds(40, proc=tmp_path) == 1.75
+    assert wait_seconds(40, main_thread=True, proc=tmp_path) == 1.5
+    assert wait_seconds(41, proc=tmp_path) is None  # not a process here
+    (tmp_path / "40" / "task" / "41" / "schedstat").write_text("")  # no such figures
+    assert wait_seconds(40, proc=tmp_path) is None
+
+
+def test_own_wait_for_a_cpu_is_read_from_this_machine() -> None:
+    main = wait_seconds(os.getpid(), main_thread=True)  # first: the sum read after it
+    waited = wait_seconds(os.getpid())
+    assert main is not None and waited is not None and 0.0 <= main <= waited

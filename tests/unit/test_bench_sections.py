@@ -164,6 +164,36 @@ def test_the_cpu_each_process_used_is_tabled_per_rate() -> None:
     assert not any(t.title.startswith("CPU") for t in latency_section(bare, bare).tables)
 
 
+def test_the_time_each_loop_waited_for_a_cpu_is_tabled_per_rate() -> None:
+    def waited(rate: float, ingest: float) -> Measured:
+        waits = {"ingest loop": ingest, "processor loop": 0.2, "broker": 1.5}
+        return dataclasses.replace(measured(rate, 5), waited=waits)
+
+    webhook = [[waited(200, 0.05), waited(1000, 0.3)], [waited(200, 0.07), waited(1000, 0.4)]]
+    bare = [[measured(200, 2), measured(1000, 3)] for _ in range(2)]
+    s = latency_section(webhook, bare)
+    table = next(t for t in s.tables if t.title.startswith("Waiting for a CPU"))
+    assert table.columns[1] == "ingest loop (ms/s)"
+    rows = {row[0]: row for row in table.rows}
+    assert rows["1,000"][1:] == [
+        "350 (300 to 400)",
+        "200 (200 to 200)",
+        "1,500 (1,500 to 1,500)",
+        "-",
+    ]
+    assert any(n.startswith("Waiting for a CPU: from each thread's") for n in s.notes)
+    assert "waited for a CPU: ingest loop 300 ms/s" in webhook[0][1].summary()
+    (target,) = s.targets
+    assert target.by.endswith(
+        "; meanwhile the ingest's event loop waited 350 ms/s for a CPU and the processor's "
+        "loop 200 ms/s"
+    )
+    # Without the figures (a broker elsewhere, older results) there is neither table nor note.
+    plain = latency_section(bare, bare)
+    assert not any(t.title.startswith("Waiting") for t in plain.tables)
+    assert not any(n.startswith("Waiting") for n in plain.notes)
+
+
 def test_transactions_and_the_broker_cpu_each_costs_are_tabled_per_rate() -> None:
     def counted(rate: float, transactions: int, broker: float) -> Measured:
         # 1,000 deliveries sent at ``rate``: 5 s at 200/s, 1 s at 1,000/s.
