@@ -7,6 +7,7 @@ transactions, the webhook's answers, and the same on fewer partitions.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from bench.results import Cell, Spread, Table, percentile, spread
@@ -124,21 +125,27 @@ def rate_rows(runs: list[list[Measured]], rates: list[float]) -> list[list[Cell]
 CPU_COLUMNS = ("ingest", "processor", "gate", "broker", "benchmark process")
 
 
+def _by_part(
+    figures: list[dict[str, float]], columns: tuple[str, ...], shown: Callable[[list[float]], str]
+) -> list[Cell]:
+    """One cell per column: ``shown`` of that part's figures over the runs, ``-`` if none."""
+    cells: list[Cell] = []
+    for name in columns:
+        values = [f[name] for f in figures if name in f]
+        cells.append(shown(values) if values else "-")
+    return cells
+
+
 def cpu_table(webhook: list[list[Measured]], rates: list[float], cores: int) -> Table | None:
     """CPU used by each process while the webhook ran, per offered rate (median of runs):
     what the latency of a rate near the machine's capacity is made of."""
     rows: list[list[Cell]] = []
     for rate in rates:
         used = [m.cores for run in webhook for m in run if m.rate == rate and m.cores]
-        if not used:
-            continue
-        cells: list[Cell] = [f"{rate:,.0f}"]
-        for name in CPU_COLUMNS:
-            values = [u[name] for u in used if name in u]
-            cells.append(f"{spread(values).median:.2f}" if values else "-")
-        total = spread([sum(u.values()) for u in used]).median
-        cells.append(f"{total:.2f} of {cores}")
-        rows.append(cells)
+        if used:
+            total = spread([sum(u.values()) for u in used]).median
+            cells = _by_part(used, CPU_COLUMNS, lambda v: f"{spread(v).median:.2f}")
+            rows.append([f"{rate:,.0f}", *cells, f"{total:.2f} of {cores}"])
     if not rows:
         return None
     return Table(
@@ -160,13 +167,9 @@ def wait_table(webhook: list[list[Measured]], rates: list[float]) -> Table | Non
     rows: list[list[Cell]] = []
     for rate in rates:
         waited = [m.waited for run in webhook for m in run if m.rate == rate and m.waited]
-        if not waited:
-            continue
-        cells: list[Cell] = [f"{rate:,.0f}"]
-        for name in WAIT_COLUMNS:
-            values = [w[name] * 1000 for w in waited if name in w]
-            cells.append(spread(values).shown(0) if values else "-")
-        rows.append(cells)
+        if waited:
+            ms = [{name: w * 1000 for name, w in each.items()} for each in waited]
+            rows.append([f"{rate:,.0f}", *_by_part(ms, WAIT_COLUMNS, lambda v: spread(v).shown(0))])
     if not rows:
         return None
     return Table(WAIT_TITLE, ["offered /s", *(f"{c} (ms/s)" for c in WAIT_COLUMNS)], rows)

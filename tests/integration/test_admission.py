@@ -357,9 +357,9 @@ def test_records_are_evicted_after_the_horizon_with_a_changelog_tombstone(
 def test_duplicates_and_rejections_write_nothing_to_the_changelog() -> None:
     """A duplicate's answer leaves the state as it was, and a rejection has none: neither
     adds a changelog record (before, each duplicate rewrote the whole state and each
-    rejection wrote a tombstone for a key that never existed; until 0.2.0 each duplicate
-    also wrote its occurrence's timer entry again, due when it was). One partition, so that
-    once the last occurrence's record is visible every earlier transaction's is too."""
+    rejection wrote a tombstone for a key that never existed, and later each duplicate still
+    wrote its occurrence's timer entry again, due when it was). One partition, so that once
+    the last occurrence's record is visible every earlier transaction's is too."""
     harness = AdmissionHarness(partitions=1)
     try:
         harness.apply_workflow()
