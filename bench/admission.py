@@ -11,13 +11,16 @@ contender of every run reads those same records. Per run, each on fresh topics o
    (so it includes their start-up and group join) and stops when a read_committed consumer
    has seen the last delivery's outcome. Then the topics are read back and the counts checked
    (one outcome per delivery, one ``RunAdmitted`` per occurrence, one ``BranchLaunched`` per
-   run and slot); the first run also measures what admission wrote per delivery. With
+   run and slot); the first run also measures what admission wrote per delivery. Every run
+   reads the CPU the processors and the local broker used meanwhile and how long the
+   processors' loops waited for a core (:mod:`bench.cpu`). With
    ``BENCH_INTERPRETED=1``, where the core is compiled, one instance runs it from its Python
    source too (:mod:`bench.interpreted`), timed and checked the same way: about 36 s a run,
    off by default since 2026-12-04 to keep the whole benchmark within 20 minutes.
 2. The limit (:mod:`bench.limit`), writing per input what admission wrote per delivery.
    Its mirror, the ceiling (:mod:`bench.core_alone`, a process of its own): the admission
-   core and the engine's decider alone, on one thread, state in a dict, nothing sent.
+   core and the engine's decider alone, on one thread, state in a dict, nothing sent; it
+   reports its thread's CPU and wait over its loop.
 3. Postgres ``INSERT ... ON CONFLICT DO NOTHING`` (:mod:`bench.pg_admission`): 1,000 per
    transaction, and one transaction per delivery from 4 connections on the first
    ``BENCH_PG_EACH_DELIVERIES`` (default 25,000) deliveries: the rate of a transaction per
@@ -60,6 +63,7 @@ from bench.admission_section import (
     PG_BATCH,
     PG_EACH,
     SLUICEGATE_1,
+    USAGE_KEYS,
     Results,
     section,
 )
@@ -75,6 +79,7 @@ from bench.backlog import (
     stop_on_sigterm,
 )
 from bench.counts import CountsWrong, counted, expect_outcomes
+from bench.cpu import CpuMeter, broker_pid, of_pid, of_pids, summed, waits_of
 from bench.profile import Profiler, available, top_frames
 from bench.results import replace_notes, write
 from schemas.topics import DELIVERIES, RUNS, TASKS, TOPICS, WORKFLOWS
@@ -92,16 +97,42 @@ def sluicegate(
     timeout_s: float,
     *,
     interpreted: bool = False,
-) -> tuple[float, Stage]:
-    """Seconds from starting ``instances`` processors to the last outcome visible, and the
-    stage to check and close (closed here if the run fails). ``interpreted``: the processors
-    import the admission core from its Python source (``bench.interpreted``)."""
+) -> tuple[Timed, Stage]:
+    """The time from starting ``instances`` processors to the last outcome visible and what
+    they used, and the stage to check and close (closed here if the run fails).
+    ``interpreted``: the processors import the admission core from its Python source
+    (``bench.interpreted``)."""
     stage = Stage(partitions)
     try:
         return _timed(stage, backlog, instances, timeout_s, interpreted=interpreted), stage
     except BaseException:
         stage.close()
         raise
+
+
+@dataclasses.dataclass(frozen=True)
+class Timed:
+    seconds: float
+    usage: dict[str, float]
+    """:meth:`Results.add_cpu`'s figures (empty when a part could not be read)."""
+
+
+def usage_of(seconds: float, instances: int, used: dict[str, float]) -> dict[str, float]:
+    """:meth:`Results.add_cpu`'s figures from a meter's reading over ``seconds``, or none
+    (empty) when a part every run must have could not be read (a processor already gone)."""
+    usage = {"seconds": seconds, "instances": float(instances), **used}
+    return usage if set(USAGE_KEYS) <= set(usage) else {}
+
+
+def _meter(pids: list[int]) -> CpuMeter:
+    broker = broker_pid()
+    return CpuMeter(
+        {
+            "processor": of_pids(pids),
+            "loop_waited": summed([waits_of(pid, main_thread=True) for pid in pids]),
+            "broker": of_pid(broker),
+        }
+    )
 
 
 def _timed(
@@ -112,7 +143,7 @@ def _timed(
     profiled: list[str] | None = None,
     *,
     interpreted: bool = False,
-) -> float:
+) -> Timed:
     """``profiled``: a py-spy profile of the first instance is appended to it (raw stacks)."""
     stage.produce(backlog)
     counter = OutcomeCounter(stage.settings, len(backlog.deliveries))
@@ -128,13 +159,17 @@ def _timed(
                     module="bench.interpreted" if interpreted else "sluicegate.cli",
                 )
             )
+        meter = _meter([child.pid for child in children])
+        meter.start()
         profiler = Profiler(children[0].pid) if profiled is not None else None
         try:
             reached = counter.wait(timeout_s)
+            used = meter.seconds()  # within a few ms of the last outcome (the counter's thread)
+            metered_s = time.monotonic() - meter.started
         finally:
             if profiler is not None and profiled is not None:
                 profiled.append(profiler.stop())
-        return reached - started
+        return Timed(reached - started, usage_of(metered_s, instances, used))
     finally:
         counter.close()
         stop_children(children)
@@ -201,9 +236,10 @@ def the_limit(
         stage.close()
 
 
-def the_ceiling(backlog: Backlog, timeout_s: float) -> float:
+def the_ceiling(backlog: Backlog, timeout_s: float) -> Timed:
     """The admission core alone (:mod:`bench.core_alone`), in a process of its own that reads
-    the same records from a file and counts what it produced."""
+    the same records from a file and counts what it produced; what its loop used as
+    :meth:`Results.add_cpu` takes it (no broker)."""
     with tempfile.TemporaryDirectory(prefix="bench-ceiling-") as folder:
         path = Path(folder) / "backlog.bin"
         backlog.save(path)
@@ -218,7 +254,14 @@ def the_ceiling(backlog: Backlog, timeout_s: float) -> float:
         raise CountsWrong(done.stderr.strip())
     if done.returncode != 0:
         raise RuntimeError(f"bench.core_alone exited {done.returncode}: {done.stderr[-500:]}")
-    return float(json.loads(done.stdout)["seconds"])
+    spent = json.loads(done.stdout)
+    usage = {
+        "seconds": float(spent["seconds"]),
+        "instances": 1.0,
+        "processor": float(spent["cpu_seconds"]),
+        "loop_waited": spent["waited_seconds"],
+    }
+    return Timed(usage["seconds"], usage if usage["loop_waited"] is not None else {})
 
 
 def postgres(backlog: Backlog, dsn: str, batched: bool) -> float:
@@ -316,6 +359,7 @@ def load_results(path: Path) -> Results:
         deliveries=raw["deliveries"],
         profile=[limit.Output(**o) for o in raw["profile"]],
         notes=raw["notes"],
+        cpu=raw.get("cpu", {}),  # raw results written before 2026-12-07 have none
     )
 
 
@@ -326,7 +370,7 @@ def profile_note(backlog: Backlog, partitions: int, timeout_s: float) -> str:
     raw: list[str] = []
     stage = Stage(partitions)
     try:
-        seconds = _timed(stage, backlog, 1, timeout_s, profiled=raw)
+        seconds = _timed(stage, backlog, 1, timeout_s, profiled=raw).seconds
     finally:
         stage.close()
     n = len(backlog.deliveries)
@@ -382,8 +426,8 @@ def measure(
             if not wanted(name):
                 continue
 
-            def one(n: int = n, interpreted: bool = interpreted) -> float:
-                seconds, stage = sluicegate(
+            def one(n: int = n, interpreted: bool = interpreted, name: str = name) -> float:
+                timed, stage = sluicegate(
                     backlog, n, partitions, timeout_s, interpreted=interpreted
                 )
                 try:
@@ -392,7 +436,9 @@ def measure(
                         results.profile = written_per_delivery(stage, total)
                 finally:
                     stage.close()
-                return seconds
+                if timed.usage:  # a run whose counts were wrong gets no CPU figure either
+                    results.add_cpu(name, timed.usage)
+                return timed.seconds
 
             attempt(results, name, total, one)
         if "limit" not in skip and results.profile and wanted(LIMIT):
@@ -403,7 +449,14 @@ def measure(
                 lambda p=results.profile: the_limit(backlog, p, partitions, timeout_s),
             )
         if "ceiling" not in skip and wanted(CEILING):
-            attempt(results, CEILING, total, lambda: the_ceiling(backlog, timeout_s))
+
+            def ceiling() -> float:
+                timed = the_ceiling(backlog, timeout_s)
+                if timed.usage:
+                    results.add_cpu(CEILING, timed.usage)
+                return timed.seconds
+
+            attempt(results, CEILING, total, ceiling)
         if "pg" not in skip and wanted(PG_EACH):
             attempt(
                 results,

@@ -45,6 +45,22 @@ SHORT = {
 }
 
 
+USAGE_KEYS = ("seconds", "instances", "processor", "loop_waited")
+"""What every metered run gives; ``broker`` too where a broker took part (not the ceiling)."""
+CPU_NOTE = (
+    "CPU while admitting: user + system time from `/proc` of the processor "
+    "processes (every thread: the loop and librdkafka's) and of the local broker, from the "
+    "processors' start until the last outcome was visible, per second of that time (cores; "
+    "per instance where two ran) and per delivery. 'Loop waited': each processor's main "
+    "thread's time runnable but not running (the second field of its `schedstat`), per second. "
+    "A processor near 1.00 cores whose loop hardly waits is bound by its own CPU, not by the "
+    "broker or the other processes: at that point only less CPU per delivery admits more. The "
+    "ceiling's row is its one thread over its timed loop (read in that process: "
+    "`time.thread_time()` and its own `schedstat`): what deciding alone costs per delivery, "
+    "and whether other work on the machine slowed it."
+)
+
+
 @dataclass
 class Results:
     rates: dict[str, list[float]] = field(default_factory=dict)
@@ -52,6 +68,9 @@ class Results:
     deliveries: dict[str, int] = field(default_factory=dict)
     profile: list[Output] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    cpu: dict[str, list[dict[str, float]]] = field(default_factory=dict)
+    """Per Sluicegate contender and the ceiling, per good run: :data:`USAGE_KEYS` (CPU
+    seconds, the run's seconds and how many instances shared the work) and ``broker``."""
 
     def add(self, name: str, deliveries: int, seconds: float) -> None:
         self.rates.setdefault(name, []).append(deliveries / seconds)
@@ -61,6 +80,16 @@ class Results:
     def fail(self, name: str, reason: str) -> None:
         self.failures.setdefault(name, []).append(reason)
         print(f"  {name}: FAILED: {reason}", flush=True)
+
+    def add_cpu(self, name: str, usage: dict[str, float]) -> None:
+        """What one good run of ``name`` used: ``seconds`` (from the processors' start to the
+        meter's reading; the ceiling's: its loop), ``instances``, and CPU seconds of the
+        ``processor`` processes together (the ceiling's: its thread's), their main threads'
+        wait for a CPU (``loop_waited``) and, where a broker took part, the ``broker``'s."""
+        missing = set(USAGE_KEYS) - set(usage)
+        if missing:
+            raise ValueError(f"usage of {name} lacks {sorted(missing)}")
+        self.cpu.setdefault(name, []).append(dict(usage))
 
     def median(self, name: str) -> float | None:
         values = self.rates.get(name)
@@ -154,6 +183,42 @@ def section(results: Results, scale: dict[str, int | float]) -> Section:
             by=f"{targets[0].by}; the core alone (the ceiling) decides {ceiling:,.0f}/s on one "
             "thread",
         )
+    used = _usage(results, SLUICEGATE_1)
+    if used is not None:
+        core = _usage(results, CEILING)
+        alone = "" if core is None else f"; the core alone {core.per_delivery_us.median:.0f} us"
+        broker = (
+            ""
+            if used.broker_cores is None
+            else f", the broker used {used.broker_cores.median:.2f} cores"
+        )
+        targets[0] = dataclasses.replace(
+            targets[0],
+            by=f"{targets[0].by}; its process used {used.cores.median:.2f} cores "
+            f"({used.per_delivery_us.median:.0f} us of CPU per delivery{alone}), its loop waited "
+            f"{used.waited_ms.median:.0f} ms/s for a CPU{broker}",
+        )
+    first = [SLUICEGATE_1, SLUICEGATE_2]
+    cpu_rows = [
+        [name, *u.cells()]
+        for name in first + sorted(set(results.cpu) - {*first, CEILING}) + [CEILING]
+        if (u := _usage(results, name)) is not None
+    ]
+    if cpu_rows:
+        tables.append(
+            Table(
+                "CPU while admitting (median of runs, min to max)",
+                [
+                    "contender",
+                    "processor cores (per instance)",
+                    "processor CPU per delivery (us)",
+                    "loop waited for a CPU (ms/s, per instance)",
+                    "broker cores",
+                    "broker CPU per delivery (us)",
+                ],
+                cpu_rows,
+            )
+        )
     notes = [
         f"{scale['deliveries']:,} deliveries ({scale['duplicates']:.0%} duplicates, "
         f"{scale['occurrences']:,} occurrences), 3 slots, {scale['partitions']} partitions, "
@@ -178,6 +243,8 @@ def section(results: Results, scale: dict[str, int | float]) -> Section:
         )
     if CEILING in results.rates:
         notes.append(CEILING_NOTE)
+    if cpu_rows:
+        notes.append(CPU_NOTE)
     for name, reasons in results.failures.items():
         notes.append(
             f"{name}: {len(reasons)} run(s) failed and are left out of its figure: {reasons[0]}"
@@ -209,6 +276,40 @@ def section(results: Results, scale: dict[str, int | float]) -> Section:
         notes=notes,
         series=series,
         targets=targets,
+    )
+
+
+@dataclass(frozen=True)
+class _Usage:
+    cores: Spread
+    per_delivery_us: Spread
+    waited_ms: Spread
+    broker_cores: Spread | None
+    broker_us: Spread | None
+
+    def cells(self) -> list[Cell]:
+        return [
+            self.cores.shown(2),
+            self.per_delivery_us.shown(),
+            self.waited_ms.shown(),
+            "-" if self.broker_cores is None else self.broker_cores.shown(2),
+            "-" if self.broker_us is None else self.broker_us.shown(),
+        ]
+
+
+def _usage(results: Results, name: str) -> _Usage | None:
+    """The spreads of what ``name``'s good runs used (None when none was metered)."""
+    runs = results.cpu.get(name)
+    deliveries = results.deliveries.get(name)
+    if not runs or not deliveries:
+        return None
+    brokered = [u for u in runs if "broker" in u]
+    return _Usage(
+        spread([u["processor"] / u["seconds"] / u["instances"] for u in runs]),
+        spread([u["processor"] / deliveries * 1e6 for u in runs]),
+        spread([u["loop_waited"] / u["seconds"] / u["instances"] * 1000 for u in runs]),
+        spread([u["broker"] / u["seconds"] for u in brokered]) if brokered else None,
+        spread([u["broker"] / deliveries * 1e6 for u in brokered]) if brokered else None,
     )
 
 

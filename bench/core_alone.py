@@ -14,16 +14,20 @@ processor instance does, so the benchmark process's heap and threads do not slow
 the caller's backlog from the file :meth:`~bench.backlog.Backlog.save` wrote (it planned the
 backlog again until 2026-12-04, about 6 s of every run) and prints the seconds as JSON. The
 records it produced are decoded after the clock stops and counted as every other contender's
-are (:mod:`bench.counts`); wrong counts exit with status 3.
+are (:mod:`bench.counts`); wrong counts exit with status 3. Besides the seconds it prints the
+CPU its thread used over the same loop and how long it waited for a core meanwhile, so that
+a ceiling slowed by other work on the machine shows as such.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 import time
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import cast
 
@@ -68,8 +72,28 @@ class _DictStore:
             self.values[key] = value
 
 
-def run(settings: Settings, backlog: Backlog) -> tuple[float, list[bytes | None]]:
-    """Seconds to admit every delivery of ``backlog``, and the values of the records produced."""
+@dataclass(frozen=True)
+class Spent:
+    """What admitting the backlog took: ``seconds`` on the clock, ``cpu_seconds`` of this
+    thread, and ``waited_seconds`` it was runnable but not running (None where the kernel
+    keeps no such figure)."""
+
+    seconds: float
+    cpu_seconds: float
+    waited_seconds: float | None
+
+
+def _waited() -> float | None:
+    """Seconds this thread has waited for a CPU so far (its ``schedstat``'s second field)."""
+    try:
+        return int(Path("/proc/thread-self/schedstat").read_text().split()[1]) / 1e9
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def run(settings: Settings, backlog: Backlog) -> tuple[Spent, list[bytes | None]]:
+    """What admitting every delivery of ``backlog`` took, and the values of the records
+    produced."""
     workflow = decode(backlog.workflow_value)
     assert isinstance(workflow, WorkflowRevised)
     app = AdmissionApp(settings, cast(WorkflowTable, _Workflow(workflow)))
@@ -89,12 +113,18 @@ def run(settings: Settings, backlog: Backlog) -> tuple[float, list[bytes | None]
     decider = Decider(app, stores, "dead-letters", emit, lambda: 1)  # every key is partition 0's
     topic = app.input_topics[0]
     now = int(time.time() * 1000)
+    waited = _waited()
+    cpu = time.thread_time()
     started = time.perf_counter()
     no_message = cast(Message, None)  # only dead letters read it, and none are written here
     for offset, d in enumerate(backlog.deliveries):
         record = app.decode_input(d.value)
         decider.apply(Input(no_message, topic, 0, offset, d.key.decode(), record, None), now)
-    return time.perf_counter() - started, produced
+    seconds = time.perf_counter() - started
+    cpu = time.thread_time() - cpu
+    after = _waited()
+    spent = Spent(seconds, cpu, None if waited is None or after is None else after - waited)
+    return spent, produced
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -102,13 +132,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--backlog", type=Path, required=True, help="Backlog.save()'s file")
     args = parser.parse_args(argv)
     backlog = Backlog.load(args.backlog)
-    seconds, produced = run(load_settings({}), backlog)
+    spent, produced = run(load_settings({}), backlog)
     try:
         expect_outcomes(*counted(produced), backlog)
     except CountsWrong as e:
         print(f"counts wrong: {e}", file=sys.stderr)
         return 3
-    print(json.dumps({"seconds": seconds}))
+    print(json.dumps(dataclasses.asdict(spent)))
     return 0
 
 

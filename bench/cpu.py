@@ -68,10 +68,15 @@ def waits_of(pid: int | None, *, main_thread: bool = False) -> Reader:
 
 def of_pids(pids: list[int]) -> Reader:
     """A reader of several processes' CPU seconds together (None once any is gone)."""
+    return summed([of_pid(pid) for pid in pids])
+
+
+def summed(readers: list[Reader]) -> Reader:
+    """A reader of several readers' figures together (None once any reads None)."""
 
     def read() -> float | None:
-        seconds = [cpu_seconds(pid) for pid in pids]
-        return None if None in seconds else sum(s or 0.0 for s in seconds)
+        figures = [read_one() for read_one in readers]
+        return None if None in figures else sum(f or 0.0 for f in figures)
 
     return read
 

@@ -6,7 +6,14 @@ import os
 import time
 from pathlib import Path
 
-from bench.cpu import CpuMeter, cpu_seconds, of_pid, postgres_cpu_seconds, wait_seconds
+from bench.cpu import (
+    CpuMeter,
+    cpu_seconds,
+    of_pid,
+    postgres_cpu_seconds,
+    summed,
+    wait_seconds,
+)
 
 
 def _process(proc: Path, pid: int, comm: str, utime: int, stime: int, *, cutime: int = 0) -> None:
@@ -37,6 +44,14 @@ def test_a_meter_reports_what_each_part_used_and_leaves_out_unreadable_ones() ->
     meter.start()
     clock["a"], clock["b"] = 1.5, 7.0
     assert meter.seconds() == {"a": 0.5, "b": 2.0}
+
+
+def test_summed_readers_add_up_and_one_unreadable_makes_the_sum_unknown() -> None:
+    figures: dict[str, float | None] = {"a": 1.5, "b": 2.0}
+    total = summed([lambda: figures["a"], lambda: figures["b"]])
+    assert total() == 3.5
+    figures["b"] = None  # one process of the group is gone: no partial sum passed off as all
+    assert total() is None
 
 
 def test_own_cpu_seconds_grow_while_working() -> None:

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from bench import core_alone
+from bench.admission import usage_of
 from bench.admission_section import (
     CEILING,
     DBOS,
@@ -337,8 +338,10 @@ def test_the_ceiling_admits_with_the_real_core_and_its_counts_are_checked(
     backlog.save(saved)
     assert Backlog.load(saved) == backlog
     assert core_alone.main(["--backlog", str(saved)]) == 0
-    assert json.loads(capsys.readouterr().out)["seconds"] > 0  # exit 0: every count exact
-    _seconds, produced = core_alone.run(load_settings({}), backlog)
+    spent = json.loads(capsys.readouterr().out)  # exit 0: every count exact
+    assert spent["seconds"] > 0 and 0 < spent["cpu_seconds"] <= spent["seconds"] * 1.05
+    assert spent["waited_seconds"] >= 0  # Linux keeps it: schedstat is read, not guessed
+    _spent, produced = core_alone.run(load_settings({}), backlog)
     outcomes, admitted, launches = counted(produced)
     assert sum(outcomes.values()) == 400
     assert len(admitted) == backlog.occurrences
@@ -380,3 +383,79 @@ def test_postgres_per_delivery_on_a_prefix_says_so_and_keeps_the_share_of_repeat
     # The whole backlog (and results written before the knob existed): no such note.
     for scale in (SCALE, {**SCALE, "pg_each_deliveries": 1000}):
         assert not any(n.startswith(PG_EACH) for n in admission_section(results(), scale).notes)
+
+
+def test_the_cpu_each_sluicegate_run_used_is_tabled_and_named_in_the_target() -> None:
+    r = results()
+    r.rates[CEILING] = [16000.0]
+    r.deliveries[CEILING] = 1000
+    # 1,000 deliveries in 0.1 s: one instance busy 0.97 of a core (97 us a delivery), its loop
+    # waiting 2 ms of the 0.1 s; two instances 0.8 of a core each in 0.05 s.
+    for cores in (0.96, 0.97, 0.98):
+        r.add_cpu(
+            SLUICEGATE_1,
+            {
+                "seconds": 0.1,
+                "instances": 1,
+                "processor": cores / 10,
+                "loop_waited": 0.002,
+                "broker": 0.02,
+            },
+        )
+    r.add_cpu(
+        SLUICEGATE_2,
+        {"seconds": 0.05, "instances": 2, "processor": 0.08, "loop_waited": 0.02, "broker": 0.01},
+    )
+    s = admission_section(r, SCALE)
+    table = next(t for t in s.tables if t.title.startswith("CPU while admitting"))
+    rows = {row[0]: row[1:] for row in table.rows}
+    assert [row[0] for row in table.rows] == [SLUICEGATE_1, SLUICEGATE_2]
+    assert rows[SLUICEGATE_1] == [
+        "0.97 (0.96 to 0.98)",
+        "97 (96 to 98)",
+        "20 (20 to 20)",
+        "0.20 (0.20 to 0.20)",
+        "20 (20 to 20)",
+    ]
+    assert rows[SLUICEGATE_2] == [
+        "0.80 (0.80 to 0.80)",
+        "80 (80 to 80)",
+        "200 (200 to 200)",
+        "0.20 (0.20 to 0.20)",
+        "10 (10 to 10)",
+    ]
+    assert s.targets[0].by.endswith(
+        "its process used 0.97 cores (97 us of CPU per delivery), its loop waited 20 ms/s for "
+        "a CPU, the broker used 0.20 cores"
+    )
+    assert any(n.startswith("CPU while admitting") for n in s.notes)
+    # The ceiling's CPU (its own thread's, over its loop) replaces the wall-clock estimate.
+    r.add_cpu(CEILING, {"seconds": 0.07, "instances": 1, "processor": 0.06, "loop_waited": 0.0})
+    s = admission_section(r, SCALE)
+    table = next(t for t in s.tables if t.title.startswith("CPU while admitting"))
+    assert table.rows[-1] == [
+        CEILING,
+        "0.86 (0.86 to 0.86)",
+        "60 (60 to 60)",
+        "0 (0 to 0)",
+        "-",
+        "-",
+    ]
+    assert "(97 us of CPU per delivery; the core alone 60 us)" in s.targets[0].by
+    raw = json.loads(json.dumps(dataclasses.asdict(r)))
+    assert raw["cpu"][SLUICEGATE_1][0]["processor"] == pytest.approx(0.096)
+
+
+def test_runs_without_cpu_figures_have_no_cpu_table() -> None:
+    s = admission_section(results(), SCALE)
+    assert not any(t.title.startswith("CPU while") for t in s.tables)
+    assert "its process used" not in s.targets[0].by
+
+
+def test_a_metered_run_keeps_its_broker_figure_and_one_missing_a_processor_has_none() -> None:
+    used = {"processor": 18.0, "loop_waited": 0.3, "broker": 4.0}
+    usage = usage_of(19.0, 1, used)
+    assert usage == {"seconds": 19.0, "instances": 1.0, **used}
+    Results().add_cpu(SLUICEGATE_1, usage)  # what a real run gives is what the table takes
+    assert usage_of(19.0, 1, {"loop_waited": 0.3, "broker": 4.0}) == {}
+    assert usage_of(19.0, 2, {"processor": 18.0, "loop_waited": 0.3})["instances"] == 2.0
