@@ -25,6 +25,7 @@ from streams.core import admission
 from streams.core.admission import Admit
 from streams.core.state_codec import encode_state
 from streams.engine.processor import Processor
+from streams.engine.status import Phase
 from streams.engine.store import state_key, timer_key
 from tests.support.admission import AdmissionHarness, candle, delivery_for
 from tests.support.engine_toy import Running
@@ -119,7 +120,11 @@ def test_a_copy_after_the_previous_owners_last_transaction_is_a_duplicate(
     # A new instance is assigned the partitions while that transaction is still open ...
     running = Running(admission_processor(harness))
     wait_until(lambda: group_has_a_member(harness, group), timeout_s=60)
-    time.sleep(2)  # ... and has begun restoring; only then does the transaction commit.
+    # ... and has begun restoring, which cannot end while that transaction is open (the
+    # changelog is read committed); only then does the transaction commit.
+    wait_until(lambda: running.processor.status.snapshot().phase is Phase.RESTORING, 60)
+    time.sleep(0.5)
+    assert running.processor.status.snapshot().phase is Phase.RESTORING
     previous_owner.commit_transaction(30)
 
     copy = harness.deliver(candle())

@@ -9,7 +9,6 @@ import random
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -324,19 +323,30 @@ def test_replay_console_script_with_progress_on_stderr(env: World) -> None:
 # -- rerun ---------------------------------------------------------------------------------------
 
 
-def _answer_reruns(settings: Settings, stop: threading.Event, seen: list[tuple[Any, int]]) -> None:
-    """Stand-in for the processor: admit a rerun for every AuthorizeRerun."""
+def _answer_reruns(
+    settings: Settings,
+    stop: threading.Event,
+    seen: list[tuple[Any, int]],
+    ready: threading.Event,
+) -> None:
+    """Stand-in for the processor: admit a rerun for every AuthorizeRerun written after it
+    was assigned its partitions (``ready`` is set then)."""
     consumer = Consumer(
         settings.kafka_config(
-            **{
-                "group.id": f"{settings.topic_prefix}fake",
-                "auto.offset.reset": "latest",
-                "isolation.level": "read_committed",
-            }
+            **{"group.id": f"{settings.topic_prefix}fake", "isolation.level": "read_committed"}
         )
     )
     producer = Producer(settings.producer_config())
-    consumer.subscribe([settings.topic_named("deliveries")])
+
+    def from_the_end(c: Consumer, partitions: list[TopicPartition]) -> None:
+        # Each partition's end now, not a reset at the first fetch ("latest"): a request
+        # produced once ``ready`` is set is read, however long the first fetch takes.
+        for tp in partitions:
+            tp.offset = c.get_watermark_offsets(tp, timeout=10)[1]
+        c.assign(partitions)
+        ready.set()
+
+    consumer.subscribe([settings.topic_named("deliveries")], on_assign=from_the_end)
     try:
         while not stop.is_set():
             m = consumer.poll(0.1)
@@ -379,13 +389,16 @@ def test_rerun_produces_an_authorized_request_and_waits_for_the_new_run(env: Wor
     original = next(r for r in env.of_type(RunAdmitted) if r.rerun_of is None)
     stop = threading.Event()
     seen: list[tuple[Any, int]] = []
-    fake = threading.Thread(target=_answer_reruns, args=(env.settings, stop, seen), daemon=True)
+    ready = threading.Event()
+    fake = threading.Thread(
+        target=_answer_reruns, args=(env.settings, stop, seen, ready), daemon=True
+    )
     projector = Projector(env.settings)
     follower = threading.Thread(target=projector.run, daemon=True)
     fake.start()
     follower.start()
     try:
-        time.sleep(0.5)  # let the stand-in's consumer join before the request is produced
+        assert ready.wait(60), "the stand-in was never assigned its partitions"
         done = subprocess.run(
             [
                 SLUICEGATE,
