@@ -208,8 +208,11 @@ wait_for 60 decided "$last" superseded
 $sg scopes show "$last"
 
 # ---- the execution gateway: an entry whose response is lost, a crash, the recovery -------
-venue=http://127.0.0.1:8090
-token=$(cat var/venue/admin-token 2>/dev/null || true)
+# Where serve runs the paper venue (the gateway's SLUICEGATE_VENUE_URL) and where it keeps
+# its admin token (SLUICEGATE_VENUE_STATE_DIR), as serve and the venue read them.
+venue=${SLUICEGATE_VENUE_URL:-http://127.0.0.1:8090}
+venue=${venue%/}
+token=$(cat "${SLUICEGATE_VENUE_STATE_DIR:-var/venue}/admin-token" 2>/dev/null || true)
 venue_orders() {  # venue_orders CLIENT_ORDER_ID: how many orders the venue holds with that id
   local n
   n=$(curl -s -H "Authorization: Bearer $token" "$venue/paper/v1/orders?client_order_id=$1" \
