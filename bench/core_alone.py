@@ -27,7 +27,6 @@ import json
 import sys
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import cast
 
@@ -72,7 +71,7 @@ class _DictStore:
             self.values[key] = value
 
 
-@dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True)
 class Spent:
     """What admitting the backlog took: ``seconds`` on the clock, ``cpu_seconds`` of this
     thread, and ``waited_seconds`` it was runnable but not running (None where the kernel
