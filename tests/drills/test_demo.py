@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 from pathlib import Path
 
@@ -42,18 +43,26 @@ def test_make_runs_demo_tells_its_story_and_the_counts_agree(tmp_path: Path) -> 
     )
     # serve runs the paper venue where the gateway's URL points; the demo asks it there too.
     env["SLUICEGATE_VENUE_URL"] = f"http://127.0.0.1:{free_port()}/"
-    shown = subprocess.run(
+    # Its own session, so that a demo that hangs is stopped with everything it started (serve
+    # and the two workers), as Ctrl-C stops `make run`, not left running after the test.
+    demo = subprocess.Popen(
         ["bash", "scripts/demo.sh"],
         cwd=ROOT,
         env=env,
-        capture_output=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
-        timeout=300,
-        check=False,
+        start_new_session=True,
     )
-    said = shown.stdout + shown.stderr
+    try:
+        out, err = demo.communicate(timeout=300)
+    except subprocess.TimeoutExpired:
+        os.killpg(demo.pid, signal.SIGTERM)
+        out, err = demo.communicate(timeout=60)
+        pytest.fail(f"the demo ran over 300 s; its last words: {(out + err)[-3000:]}")
+    said = out + err
     (tmp_path / "demo.out").write_text(said)
-    assert shown.returncode == 0, f"exit {shown.returncode}: {shown.stderr[-3000:]}"
+    assert demo.returncode == 0, f"exit {demo.returncode}: {err[-3000:]}"
     assert "DELIVERIES (1-4 of 4: 1 admitted, 3 deduplicated)" in said, said[-4000:]
     assert 'sluicegate_dead_letters_total{kind="undecodable"} 1' in said, said[-4000:]
 
