@@ -255,13 +255,10 @@ def the_ceiling(backlog: Backlog, timeout_s: float) -> Timed:
     if done.returncode != 0:
         raise RuntimeError(f"bench.core_alone exited {done.returncode}: {done.stderr[-500:]}")
     spent = json.loads(done.stdout)
-    usage = {
-        "seconds": float(spent["seconds"]),
-        "instances": 1.0,
-        "processor": float(spent["cpu_seconds"]),
-        "loop_waited": spent["waited_seconds"],
-    }
-    return Timed(usage["seconds"], usage if usage["loop_waited"] is not None else {})
+    used = {"processor": float(spent["cpu_seconds"])}
+    if spent["waited_seconds"] is not None:
+        used["loop_waited"] = float(spent["waited_seconds"])
+    return Timed(float(spent["seconds"]), usage_of(float(spent["seconds"]), 1, used))
 
 
 def postgres(backlog: Backlog, dsn: str, batched: bool) -> float:
@@ -332,17 +329,20 @@ def load_note(run: int) -> str:
 
 
 def attempt(results: Results, name: str, deliveries: int, measure: object) -> None:
-    """Run ``measure()`` (seconds), record its rate or why it failed; print what the run
-    took in all (setup and count checks included), which is what the section's length is
-    made of."""
+    """Run ``measure()`` (seconds, or :class:`Timed` with what the run used), record its
+    rate (and its CPU) or why it failed; print what the run took in all (setup and count
+    checks included), which is what the section's length is made of."""
     started = time.monotonic()
     try:
-        seconds = measure()  # type: ignore[operator]
+        measured = measure()  # type: ignore[operator]
     except (CountsWrong, TimeoutError, RuntimeError, psycopg.Error) as e:
         results.fail(name, f"{type(e).__name__}: {e}")
         return
     else:
-        results.add(name, deliveries, float(seconds))
+        timed = measured if isinstance(measured, Timed) else Timed(float(measured), {})
+        results.add(name, deliveries, timed.seconds)
+        if timed.usage:
+            results.add_cpu(name, timed.usage)
     finally:
         print(f"  {name}: the run took {time.monotonic() - started:.1f} s in all", flush=True)
 
@@ -426,7 +426,7 @@ def measure(
             if not wanted(name):
                 continue
 
-            def one(n: int = n, interpreted: bool = interpreted, name: str = name) -> float:
+            def one(n: int = n, interpreted: bool = interpreted) -> Timed:
                 timed, stage = sluicegate(
                     backlog, n, partitions, timeout_s, interpreted=interpreted
                 )
@@ -436,9 +436,7 @@ def measure(
                         results.profile = written_per_delivery(stage, total)
                 finally:
                     stage.close()
-                if timed.usage:  # a run whose counts were wrong gets no CPU figure either
-                    results.add_cpu(name, timed.usage)
-                return timed.seconds
+                return timed
 
             attempt(results, name, total, one)
         if "limit" not in skip and results.profile and wanted(LIMIT):
@@ -449,14 +447,7 @@ def measure(
                 lambda p=results.profile: the_limit(backlog, p, partitions, timeout_s),
             )
         if "ceiling" not in skip and wanted(CEILING):
-
-            def ceiling() -> float:
-                timed = the_ceiling(backlog, timeout_s)
-                if timed.usage:
-                    results.add_cpu(CEILING, timed.usage)
-                return timed.seconds
-
-            attempt(results, CEILING, total, ceiling)
+            attempt(results, CEILING, total, lambda: the_ceiling(backlog, timeout_s))
         if "pg" not in skip and wanted(PG_EACH):
             attempt(
                 results,

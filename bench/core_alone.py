@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import os
 import sys
 import time
 from collections.abc import Mapping
@@ -34,6 +35,7 @@ from confluent_kafka import Message
 
 from bench.backlog import Backlog
 from bench.counts import CountsWrong, counted, expect_outcomes
+from bench.cpu import wait_seconds
 from schemas.codec import decode
 from schemas.events import WorkflowRevised
 from streams.adapters.workflow_table import WorkflowTable
@@ -82,14 +84,6 @@ class Spent:
     waited_seconds: float | None
 
 
-def _waited() -> float | None:
-    """Seconds this thread has waited for a CPU so far (its ``schedstat``'s second field)."""
-    try:
-        return int(Path("/proc/thread-self/schedstat").read_text().split()[1]) / 1e9
-    except (OSError, IndexError, ValueError):
-        return None
-
-
 def run(settings: Settings, backlog: Backlog) -> tuple[Spent, list[bytes | None]]:
     """What admitting every delivery of ``backlog`` took, and the values of the records
     produced."""
@@ -112,7 +106,7 @@ def run(settings: Settings, backlog: Backlog) -> tuple[Spent, list[bytes | None]
     decider = Decider(app, stores, "dead-letters", emit, lambda: 1)  # every key is partition 0's
     topic = app.input_topics[0]
     now = int(time.time() * 1000)
-    waited = _waited()
+    waited = wait_seconds(os.getpid(), main_thread=True)
     cpu = time.thread_time()
     started = time.perf_counter()
     no_message = cast(Message, None)  # only dead letters read it, and none are written here
@@ -121,7 +115,7 @@ def run(settings: Settings, backlog: Backlog) -> tuple[Spent, list[bytes | None]
         decider.apply(Input(no_message, topic, 0, offset, d.key.decode(), record, None), now)
     seconds = time.perf_counter() - started
     cpu = time.thread_time() - cpu
-    after = _waited()
+    after = wait_seconds(os.getpid(), main_thread=True)
     spent = Spent(seconds, cpu, None if waited is None or after is None else after - waited)
     return spent, produced
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from bench import core_alone
-from bench.admission import usage_of
+from bench.admission import Timed, attempt, usage_of
 from bench.admission_section import (
     CEILING,
     DBOS,
@@ -459,3 +459,18 @@ def test_a_metered_run_keeps_its_broker_figure_and_one_missing_a_processor_has_n
     Results().add_cpu(SLUICEGATE_1, usage)  # what a real run gives is what the table takes
     assert usage_of(19.0, 1, {"loop_waited": 0.3, "broker": 4.0}) == {}
     assert usage_of(19.0, 2, {"processor": 18.0, "loop_waited": 0.3})["instances"] == 2.0
+
+
+def test_a_good_run_records_its_rate_and_cpu_and_a_failed_one_neither() -> None:
+    r = Results()
+    used = usage_of(0.1, 1, {"processor": 0.09, "loop_waited": 0.001, "broker": 0.02})
+    attempt(r, SLUICEGATE_1, 1000, lambda: Timed(0.1, used))
+    attempt(r, LIMIT, 1000, lambda: 0.02)  # a contender that reports seconds only
+
+    def wrong() -> Timed:
+        raise CountsWrong("runs: 999 records, 1000 expected")
+
+    attempt(r, SLUICEGATE_2, 1000, wrong)
+    assert r.rates == {SLUICEGATE_1: [10_000.0], LIMIT: [50_000.0]}
+    assert list(r.cpu) == [SLUICEGATE_1]
+    assert SLUICEGATE_2 in r.failures and SLUICEGATE_2 not in r.cpu
